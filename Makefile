@@ -1,0 +1,30 @@
+# Each target is a thin shell over one command; `make setup` is the only one that installs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test check lint clean
+
+setup: $(STAMP)
+
+# Reinstall only when the packaging changes, so `make test` stays quick after the first run.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/pytest -q
+
+check: setup
+	@echo "make check: the lifecycle state machine has not landed yet; not yet available."
+
+lint: setup
+	$(BIN)/ruff check src tests strategies conftest.py
+	$(BIN)/ruff format --check src tests strategies conftest.py
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .hypothesis .mypy_cache .ruff_cache

@@ -1,0 +1,590 @@
+"""The executor loop: the world a scheduler runs in.
+
+``Engine.step()`` is one ``PyExecutor`` iteration: apply cancellations, ask
+the scheduler what to run, ``prepare_resources`` (register every context
+request's adapter, then ``ensure_batch``), run the batch, free what finished,
+and reset recompute-paused requests to prefill again. The scheduler is
+untrusted: whatever it raises or returns is recorded on the step as a finding
+and never escapes as a crash of the harness.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from peftlife.kv import KVCacheManager
+from peftlife.ledger import Caller, CallLedger
+from peftlife.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
+from peftlife.request import LlmRequestState, Request
+from peftlife.snapshot import (
+    AdapterView,
+    ListedView,
+    LoraCacheView,
+    OutputList,
+    OutputRecord,
+    RequestView,
+    ScheduledView,
+    Snapshot,
+    StepError,
+    StepRecord,
+)
+
+if TYPE_CHECKING:
+    from peftlife.sut import Scheduler, SchedulerFactory
+
+
+@attrs.frozen
+class SchedulerConfig:
+    """What a scheduler may read; it learns the rest through the managers."""
+
+    max_num_tokens: int
+    max_batch_size: int
+    enable_chunked_context: bool
+    chunk_unit_size: int
+    enable_recompute_pause: bool
+    tokens_per_block: int
+
+
+def _positive(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    if value < 1:
+        raise ValueError(f"{attribute.name} must be at least 1, got {value}")
+
+
+@attrs.frozen
+class EngineConfig:
+    """The whole world's configuration.
+
+    ``draft_device_pages=None`` means no draft pool; ``host_pages=0`` means
+    no lower tier. ``adapter_pages`` lists ``(task id, pages)``; with none,
+    the engine runs without a PEFT manager.
+
+    >>> EngineConfig(device_pages=8, adapter_pages=((1, 2),)).scheduler_config().max_num_tokens
+    64
+    """
+
+    device_pages: int = attrs.field(default=16, validator=_positive)
+    host_pages: int = 0
+    draft_device_pages: int | None = None
+    draft_host_pages: int = 0
+    tokens_per_block: int = attrs.field(default=4, validator=_positive)
+    lora_device_pages: int = 4
+    lora_host_pages: int = 8
+    adapter_pages: tuple[tuple[int, int], ...] = ()
+    max_num_tokens: int = attrs.field(default=64, validator=_positive)
+    max_batch_size: int = attrs.field(default=8, validator=_positive)
+    enable_chunked_context: bool = False
+    chunk_unit_size: int = attrs.field(default=4, validator=_positive)
+    enable_recompute_pause: bool = True
+
+    def scheduler_config(self) -> SchedulerConfig:
+        return SchedulerConfig(
+            max_num_tokens=self.max_num_tokens,
+            max_batch_size=self.max_batch_size,
+            enable_chunked_context=self.enable_chunked_context,
+            chunk_unit_size=self.chunk_unit_size,
+            enable_recompute_pause=self.enable_recompute_pause,
+            tokens_per_block=self.tokens_per_block,
+        )
+
+
+@attrs.frozen
+class Environment:
+    """What a scheduler factory is given. ``attrs.evolve`` it to wrap a manager."""
+
+    kv_cache_manager: KVCacheManager
+    draft_kv_cache_manager: KVCacheManager | None
+    peft_cache_manager: PeftCacheManager | None
+    config: SchedulerConfig
+
+
+# The state a request must be in to run in each batch list.
+_LIST_STATE = {
+    "context": LlmRequestState.CONTEXT_INIT,
+    "generation": LlmRequestState.GENERATION_IN_PROGRESS,
+}
+
+
+class SchedulerHung(Exception):
+    """The scheduler did not return within the engine's deadline."""
+
+
+@contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    # SIGALRM interrupts pure-Python loops; it exists only on the main thread,
+    # so elsewhere a hang is not caught (documented, never silently wrong).
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise SchedulerHung(f"schedule_request did not return within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Engine:
+    """The world: requests, pools, the PEFT manager and the executor loop.
+
+    >>> from peftlife.scheduler import ReferenceScheduler
+    >>> engine = Engine(EngineConfig(adapter_pages=((1, 2),)), ReferenceScheduler)
+    >>> rid = engine.submit(lora_task_id=1, lora_weights=True, prompt_len=4, max_new_tokens=2)
+    >>> _ = engine.step(); _ = engine.step(); engine.is_live(rid)
+    False
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        scheduler_factory: SchedulerFactory,
+        *,
+        schedule_deadline: float | None = 10.0,
+    ) -> None:
+        self.config = config
+        self.schedule_deadline = schedule_deadline
+        self.ledger = CallLedger()
+        self.kv_cache_manager = KVCacheManager(
+            device_pages=config.device_pages,
+            host_pages=config.host_pages,
+            tokens_per_block=config.tokens_per_block,
+            ledger=self.ledger,
+            name="target",
+        )
+        self.draft_kv_cache_manager = (
+            None
+            if config.draft_device_pages is None
+            else KVCacheManager(
+                device_pages=config.draft_device_pages,
+                host_pages=config.draft_host_pages,
+                tokens_per_block=config.tokens_per_block,
+                ledger=self.ledger,
+                name="draft",
+            )
+        )
+        self.peft_cache_manager = (
+            PeftCacheManager(
+                device_pages=config.lora_device_pages,
+                host_pages=config.lora_host_pages,
+                adapter_pages=dict(config.adapter_pages),
+                ledger=self.ledger,
+            )
+            if config.adapter_pages
+            else None
+        )
+        self.environment = Environment(
+            kv_cache_manager=self.kv_cache_manager,
+            draft_kv_cache_manager=self.draft_kv_cache_manager,
+            peft_cache_manager=self.peft_cache_manager,
+            config=config.scheduler_config(),
+        )
+        self.iteration = 0
+        self._requests: dict[int, Request] = {}
+        self._next_id = 1
+        self._cancel_queue: list[int] = []
+        self._recompute_pending: set[int] = set()
+        self._ended_now: list[tuple[int, Any]] = []
+        self._last_step: StepRecord | None = None
+        self.scheduler: Scheduler | None = None
+        self._factory_error: StepError | None = None
+        try:
+            self.scheduler = scheduler_factory(self.environment)
+        except Exception as err:  # the SUT is untrusted
+            self._factory_error = StepError(
+                "scheduler_raised",
+                f"the scheduler factory raised {type(err).__name__}: {err}",
+                exception=type(err).__name__,
+            )
+
+    # ---- the world's inputs ----
+
+    @property
+    def pools(self) -> tuple[KVCacheManager, ...]:
+        if self.draft_kv_cache_manager is None:
+            return (self.kv_cache_manager,)
+        return (self.kv_cache_manager, self.draft_kv_cache_manager)
+
+    def submit(
+        self,
+        *,
+        prompt_len: int,
+        max_new_tokens: int,
+        lora_task_id: int | None = None,
+        lora_weights: bool = False,
+    ) -> int:
+        """Add a request; it is scheduled from the next step on. Returns its id."""
+        if prompt_len < 1 or max_new_tokens < 1:
+            raise ValueError("a request needs prompt_len >= 1 and max_new_tokens >= 1")
+        if lora_task_id is not None and lora_task_id not in dict(self.config.adapter_pages):
+            raise ValueError(f"unknown adapter {lora_task_id}; the world has {self.adapter_ids}")
+        rid = self._next_id
+        self._next_id += 1
+        self._requests[rid] = Request(
+            request_id=rid,
+            lora_task_id=lora_task_id,
+            lora_weights=lora_weights and lora_task_id is not None,
+            prompt_len=prompt_len,
+            max_new_tokens=max_new_tokens,
+        )
+        return rid
+
+    def cancel(self, request_id: int) -> bool:
+        """Cancel a live request at the start of the next step; False if it is not live."""
+        if request_id not in self._requests or request_id in self._cancel_queue:
+            return False
+        self._cancel_queue.append(request_id)
+        return True
+
+    @property
+    def adapter_ids(self) -> list[int]:
+        return [t for t, _ in self.config.adapter_pages]
+
+    def is_live(self, request_id: int) -> bool:
+        return request_id in self._requests
+
+    @property
+    def live_requests(self) -> list[Request]:
+        return list(self._requests.values())
+
+    def clear_faults(self) -> None:
+        for pool in self.pools:
+            pool.clear_faults()
+
+    # ---- one executor iteration ----
+
+    def step(self) -> Snapshot:
+        """Run one iteration and return the snapshot after it."""
+        self.iteration += 1
+        self.ledger.iteration = self.iteration
+        self.ledger.calls.clear()
+        self._ended_now = []
+        errors: list[StepError] = []
+
+        self._as("free_resources")
+        for rid in self._cancel_queue:
+            if rid in self._requests:
+                self._end(self._requests[rid], "cancelled")
+        self._cancel_queue.clear()
+
+        self._as("scheduler")
+        lists, error = self._schedule()
+        if error is not None:
+            errors.append(error)
+        record = None if lists is None else self._record_output(lists)
+        self._note_recompute_pending()
+
+        batch_ran = False
+        after_prepare: tuple[ScheduledView, ...] = ()
+        if lists is not None and record is not None and self._runnable(record):
+            generation = lists["generation"]
+            self._as("prepare_resources")
+            context, ensure_error = self._prepare_resources(lists["context"], generation, errors)
+            after_prepare = self._scheduled_views(context, generation)
+            if ensure_error is None:
+                self._run_batch(context, generation)
+                batch_ran = True
+            else:
+                errors.append(ensure_error)
+            for req in lists["recompute_paused"]:
+                if req.request_id in self._requests:
+                    self._reset_for_recompute(req)
+        self._note_recompute_pending()
+        self._as("harness")
+
+        self._last_step = StepRecord(
+            iteration=self.iteration,
+            output=record,
+            batch_ran=batch_ran,
+            after_prepare=after_prepare,
+            calls=tuple(self.ledger.calls),
+            errors=tuple(errors),
+        )
+        return self.snapshot()
+
+    def _as(self, caller: Caller) -> None:
+        self.ledger.caller = caller
+
+    def _schedule(self) -> tuple[dict[OutputList, list[Request]] | None, StepError | None]:
+        """Ask the scheduler; return its four lists, or a finding."""
+        if self.scheduler is None:
+            return None, self._factory_error
+        active = [r for r in self._requests.values() if r.is_schedulable]
+        try:
+            with _deadline(self.schedule_deadline):
+                output = self.scheduler.schedule_request(active, set())
+        except SchedulerHung as err:
+            return None, StepError("scheduler_hung", str(err), exception="SchedulerHung")
+        except Exception as err:  # the SUT is untrusted
+            return None, StepError(
+                "scheduler_raised",
+                f"schedule_request raised {type(err).__name__}: {err}",
+                exception=type(err).__name__,
+            )
+        lists = self._read_lists(output)
+        if isinstance(lists, StepError):
+            return None, lists
+        return lists, None
+
+    _NAMES: tuple[tuple[OutputList, str], ...] = (
+        ("context", "context_requests"),
+        ("generation", "generation_requests"),
+        ("paused", "paused_requests"),
+        ("recompute_paused", "recompute_paused_requests"),
+    )
+
+    def _read_lists(self, output: object) -> dict[OutputList, list[Request]] | StepError:
+        """The four lists, or a finding if the output cannot be read as a SchedulerOutput."""
+        lists: dict[OutputList, list[Request]] = {}
+        for key, attr in self._NAMES:
+            value = getattr(output, attr, None)
+            if not isinstance(value, list | tuple):
+                return StepError(
+                    "malformed_output",
+                    f"schedule_request returned {type(output).__name__} whose {attr} is "
+                    f"{type(value).__name__}, not a list of requests",
+                )
+            for item in value:
+                known = isinstance(item, Request) and self._known(item)
+                if not known:
+                    what = (
+                        f"request {item.request_id}, which this engine never submitted"
+                        if isinstance(item, Request)
+                        else f"a {type(item).__name__}"
+                    )
+                    return StepError(
+                        "malformed_output",
+                        f"{attr} holds {what}",
+                        request_id=item.request_id if isinstance(item, Request) else None,
+                    )
+            lists[key] = list(value)
+        return lists
+
+    def _known(self, req: Request) -> bool:
+        live = self._requests.get(req.request_id)
+        return live is req or (live is None and 0 < req.request_id < self._next_id)
+
+    def _record_output(self, lists: dict[OutputList, list[Request]]) -> OutputRecord:
+        listed = []
+        for key, _attr in self._NAMES:
+            for req in lists[key]:
+                live = req.request_id in self._requests
+                draft = self.draft_kv_cache_manager
+                listed.append(
+                    ListedView(
+                        request_id=req.request_id,
+                        output_list=key,
+                        live=live,
+                        schedulable=live and req.is_schedulable,
+                        state=req.state,
+                        started=req.is_started,
+                        target=self.kv_cache_manager.residency(req.request_id),
+                        draft=None if draft is None else draft.residency(req.request_id),
+                        chunk_size=req.context_chunk_size if key == "context" else 0,
+                        context_remaining=req.context_remaining_length if key == "context" else 0,
+                    )
+                )
+        return OutputRecord(
+            context=tuple(r.request_id for r in lists["context"]),
+            generation=tuple(r.request_id for r in lists["generation"]),
+            paused=tuple(r.request_id for r in lists["paused"]),
+            recompute_paused=tuple(r.request_id for r in lists["recompute_paused"]),
+            listed=tuple(listed),
+        )
+
+    @staticmethod
+    def _runnable(record: OutputRecord) -> bool:
+        """Whether the batch can be run at all; the checker says what is wrong with it."""
+        ids = [v.request_id for v in record.listed]
+        return (
+            len(ids) == len(set(ids))
+            and all(v.live and v.schedulable for v in record.listed)
+            and all(
+                0 < v.chunk_size <= v.context_remaining
+                for v in record.listed
+                if v.output_list == "context"
+            )
+            and all(
+                v.state is _LIST_STATE[v.output_list]
+                for v in record.listed
+                if v.output_list in _LIST_STATE
+            )
+        )
+
+    def _prepare_resources(
+        self, context: list[Request], generation: list[Request], errors: list[StepError]
+    ) -> tuple[list[Request], StepError | None]:
+        """Register every context request, then ``ensure_batch``; fail what cannot register."""
+        peft = self.peft_cache_manager
+        if peft is None:
+            return context, None
+        kept = []
+        for req in context:
+            registered_before = req.request_id in peft.ever_registered
+            try:
+                peft.add_request_peft(req)
+                kept.append(req)
+            except (PeftTaskNotCachedException, LoraCacheFullException) as err:
+                errors.append(
+                    StepError(
+                        "add_request_peft_failed",
+                        f"add_request_peft({req.request_id}) raised {type(err).__name__}: {err}",
+                        request_id=req.request_id,
+                        exception=type(err).__name__,
+                        registered_before=registered_before,
+                    )
+                )
+                self._end(req, "failed")
+        try:
+            peft.ensure_batch(kept, generation)
+        except (PeftTaskNotCachedException, LoraCacheFullException) as err:
+            return kept, StepError(
+                "ensure_batch_failed",
+                f"ensure_batch raised {type(err).__name__}: {err}",
+                exception=type(err).__name__,
+            )
+        return kept, None
+
+    def _scheduled_views(
+        self, context: list[Request], generation: list[Request]
+    ) -> tuple[ScheduledView, ...]:
+        peft = self.peft_cache_manager
+        draft = self.draft_kv_cache_manager
+        views = []
+        for req in (*context, *generation):
+            task = req.lora_task_id
+            views.append(
+                ScheduledView(
+                    request_id=req.request_id,
+                    lora_task_id=task,
+                    owned_active=(
+                        peft is not None
+                        and task is not None
+                        and req.request_id in peft.active_requests(task)
+                    ),
+                    target=self.kv_cache_manager.view(req.request_id),
+                    draft=None if draft is None else draft.view(req.request_id),
+                    tokens_needed=(
+                        req.context_current_position + req.context_chunk_size
+                        if req.is_context_init_state
+                        else req.num_tokens
+                    ),
+                )
+            )
+        return tuple(views)
+
+    def _run_batch(self, context: list[Request], generation: list[Request]) -> None:
+        emitting = list(generation)
+        for req in context:
+            req.context_current_position += req.context_chunk_size
+            if req.context_current_position >= req.context_len:
+                req.state = LlmRequestState.GENERATION_IN_PROGRESS
+                emitting.append(req)
+        self._as("free_resources")
+        for req in emitting:
+            req.num_generated += 1
+            if req.num_generated >= req.max_new_tokens:
+                req.state = LlmRequestState.GENERATION_COMPLETE
+                self._end(req, "finished")
+
+    @staticmethod
+    def _reset_for_recompute(req: Request) -> None:
+        """Fold what was generated into the prompt; prefill again from the start."""
+        req.state = LlmRequestState.CONTEXT_INIT
+        req.context_current_position = 0
+        req.context_chunk_size = 0
+        req.num_folded = req.num_generated
+
+    def _end(self, req: Request, outcome: Any) -> None:
+        """Free a request everywhere (upstream ``free_resources``) and retire it."""
+        for pool in self.pools:
+            pool.free_resources(req)
+        if self.peft_cache_manager is not None:
+            self.peft_cache_manager.mark_request_done(req, pause=False)
+        del self._requests[req.request_id]
+        self._recompute_pending.discard(req.request_id)
+        self._ended_now.append((req.request_id, outcome))
+
+    def _note_recompute_pending(self) -> None:
+        """Follow the calls: a started request whose KV the scheduler freed waits to
+        re-register, until ``add_request_peft`` succeeds for it."""
+        pending = self._recompute_pending
+        for call in self.ledger.calls:
+            rid = call.request_id
+            if rid is None or rid not in self._requests:
+                continue
+            if (
+                call.caller == "scheduler"
+                and call.component == "target"
+                and call.method == "free_resources"
+                and call.get("started")
+                and call.get("had_cache")
+            ):
+                pending.add(rid)
+            elif call.method == "add_request_peft" and call.result == "ok":
+                pending.discard(rid)
+
+    # ---- observing ----
+
+    def snapshot(self) -> Snapshot:
+        """The world now, with the last iteration's step record."""
+        peft = self.peft_cache_manager
+        draft = self.draft_kv_cache_manager
+        requests = tuple(
+            RequestView(
+                request_id=r.request_id,
+                lora_task_id=r.lora_task_id,
+                state=r.state,
+                position=r.context_current_position,
+                context_len=r.context_len,
+                num_generated=r.num_generated,
+                max_new_tokens=r.max_new_tokens,
+                started=r.is_started,
+                ever_registered=peft is not None and r.request_id in peft.ever_registered,
+                recompute_pending=r.request_id in self._recompute_pending,
+                target=self.kv_cache_manager.view(r.request_id),
+                draft=None if draft is None else draft.view(r.request_id),
+            )
+            for r in self._requests.values()
+        )
+        adapters: tuple[AdapterView, ...] = ()
+        lora_caches: tuple[LoraCacheView, ...] = ()
+        if peft is not None:
+            adapters = tuple(
+                AdapterView(
+                    task_id=t,
+                    active=peft.active_requests(t),
+                    paused=peft.paused_requests(t),
+                    device=peft.device_cache.entry(t),
+                    host=peft.host_cache.entry(t),
+                )
+                for t in peft.task_ids()
+            )
+            lora_caches = tuple(
+                LoraCacheView(c.name, c.capacity, c.num_free_pages, tuple(c.entries()))
+                for c in (peft.device_cache, peft.host_cache)
+            )
+        return Snapshot(
+            iteration=self.iteration,
+            requests=requests,
+            ended=tuple(self._ended_now),
+            adapters=adapters,
+            pools=tuple(p.pool_view() for p in self.pools),
+            lora_caches=lora_caches,
+            step=self._last_step,
+        )
+

@@ -1,0 +1,277 @@
+"""A KV pool: device pages, an optional lower tier, and per-request residency.
+
+This models upstream's ``KVCacheManagerV2`` at the level a scheduler sees it:
+the upstream method names and their results, page accounting per tier, and
+the two one-shot faults the nemesis aims at a pool. Every method takes the
+request (as upstream does) and records itself in the shared call ledger.
+
+Free page counters are kept by hand rather than derived from the caches, so
+that page conservation (invariant 10) is a real check on this code.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from peftlife.ledger import CallLedger, Component
+from peftlife.request import Request
+
+
+class Residency(enum.Enum):
+    """Where a request's cache lives in one pool."""
+
+    NONE = "none"
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+
+
+@attrs.define(slots=True)
+class _Cache:
+    active: bool = True
+    capacity: int = 0
+    device_pages: int = 0
+    host_pages: int = 0
+
+
+@attrs.frozen
+class CacheView:
+    """One request's cache in one pool, as a snapshot sees it."""
+
+    residency: Residency = Residency.NONE
+    capacity: int = 0
+    device_pages: int = 0
+    host_pages: int = 0
+
+
+NO_CACHE = CacheView()
+
+
+@attrs.frozen
+class PoolView:
+    """One pool's page accounting, as a snapshot sees it."""
+
+    name: str
+    device_capacity: int
+    device_free: int
+    host_capacity: int
+    host_free: int
+    # (request id, device pages, host pages), by request id.
+    holders: tuple[tuple[int, int, int], ...]
+
+
+class KVCacheManager:
+    """One KV pool. ``host_pages=0`` means no lower tier (``can_evict`` false).
+
+    >>> from peftlife.request import Request
+    >>> pool = KVCacheManager(device_pages=4, tokens_per_block=4)
+    >>> r = Request(1, None, False, prompt_len=6, max_new_tokens=1)
+    >>> pool.prepare_context(r), pool.resize_context(r, 6), pool.num_free_device_pages
+    (True, True, 2)
+    """
+
+    def __init__(
+        self,
+        *,
+        device_pages: int,
+        tokens_per_block: int,
+        host_pages: int = 0,
+        ledger: CallLedger | None = None,
+        name: Component = "target",
+    ) -> None:
+        if device_pages < 1 or tokens_per_block < 1 or host_pages < 0:
+            raise ValueError(
+                "a pool needs device_pages >= 1, tokens_per_block >= 1, host_pages >= 0"
+            )
+        self.name: Component = name
+        self.tokens_per_block = tokens_per_block
+        self.device_capacity = device_pages
+        self.host_capacity = host_pages
+        self.num_free_device_pages = device_pages
+        self.num_free_host_pages = host_pages
+        self.ledger = ledger if ledger is not None else CallLedger()
+        self._caches: dict[int, _Cache] = {}
+        self._refuse_resumes = 0
+        self._fail_grows = 0
+
+    # ---- queries ----
+
+    @property
+    def can_evict(self) -> bool:
+        """Whether suspension can move pages to a tier below the device."""
+        return self.host_capacity > 0
+
+    def pages_for(self, capacity: int) -> int:
+        return -(-capacity // self.tokens_per_block)
+
+    def residency(self, request_id: int) -> Residency:
+        cache = self._caches.get(request_id)
+        if cache is None:
+            return Residency.NONE
+        return Residency.ACTIVE if cache.active else Residency.SUSPENDED
+
+    def is_request_active(self, request_id: int) -> bool:
+        return self.residency(request_id) is Residency.ACTIVE
+
+    def has_cache(self, request_id: int) -> bool:
+        return request_id in self._caches
+
+    def num_device_pages(self, request_id: int) -> int:
+        cache = self._caches.get(request_id)
+        return cache.device_pages if cache is not None else 0
+
+    def can_offload(self, request_id: int) -> bool:
+        """Would suspending this request free its device pages? (all or nothing)"""
+        cache = self._caches.get(request_id)
+        return (
+            self.can_evict
+            and cache is not None
+            and cache.device_pages <= self.num_free_host_pages
+        )
+
+    def view(self, request_id: int) -> CacheView:
+        cache = self._caches.get(request_id)
+        if cache is None:
+            return NO_CACHE
+        return CacheView(
+            residency=self.residency(request_id),
+            capacity=cache.capacity,
+            device_pages=cache.device_pages,
+            host_pages=cache.host_pages,
+        )
+
+    def pool_view(self) -> PoolView:
+        return PoolView(
+            name=self.name,
+            device_capacity=self.device_capacity,
+            device_free=self.num_free_device_pages,
+            host_capacity=self.host_capacity,
+            host_free=self.num_free_host_pages,
+            holders=tuple(
+                (rid, c.device_pages, c.host_pages) for rid, c in sorted(self._caches.items())
+            ),
+        )
+
+    # ---- the nemesis ----
+
+    def refuse_next_resumes(self, count: int = 1) -> None:
+        """Make the next ``count`` resumes in this pool fail."""
+        self._refuse_resumes += count
+
+    def fail_next_grows(self, count: int = 1) -> None:
+        """Make the next ``count`` grows in this pool fail, even ones needing no page."""
+        self._fail_grows += count
+
+    def clear_faults(self) -> None:
+        self._refuse_resumes = 0
+        self._fail_grows = 0
+
+    @property
+    def pending_faults(self) -> tuple[int, int]:
+        """(resumes to refuse, grows to fail)."""
+        return self._refuse_resumes, self._fail_grows
+
+    # ---- upstream methods ----
+
+    def prepare_context(self, req: Request) -> bool:
+        """Create the cache (no pages yet) or resume a suspended one."""
+        cache = self._caches.get(req.request_id)
+        if cache is None:
+            self._caches[req.request_id] = _Cache()
+            return self._record("prepare_context", req, True, created=True)
+        fault = self._resume(cache)
+        return self._record("prepare_context", req, fault is None, fault=fault)
+
+    def resize_context(self, req: Request, capacity: int) -> bool:
+        """Set the cache's capacity (a total, in tokens) for the next context chunk."""
+        cache = self._caches.get(req.request_id)
+        if cache is None or not cache.active:
+            return self._record("resize_context", req, False, capacity=capacity)
+        fault = self._resize(cache, capacity)
+        return self._record("resize_context", req, fault is None, capacity=capacity, fault=fault)
+
+    def try_allocate_generation(self, req: Request) -> bool:
+        """Resume if suspended, then grow by one token.
+
+        A failed grow leaves a just-resumed cache ACTIVE, as upstream does.
+        """
+        cache = self._caches.get(req.request_id)
+        if cache is None:
+            return self._record("try_allocate_generation", req, False)
+        fault = self._resume(cache) or self._resize(cache, cache.capacity + 1)
+        return self._record("try_allocate_generation", req, fault is None, fault=fault)
+
+    def revert_allocate_generation(self, req: Request) -> None:
+        """Undo the last one-token grow; the cache stays ACTIVE."""
+        cache = self._caches.get(req.request_id)
+        if cache is not None and cache.active and cache.capacity > 0:
+            self._resize(cache, cache.capacity - 1)
+        self._record("revert_allocate_generation", req, None)
+
+    def suspend_request(self, req: Request) -> None:
+        """ACTIVE to SUSPENDED; pages move down only if the whole cache fits there."""
+        cache = self._caches.get(req.request_id)
+        moved = False
+        if cache is not None and cache.active:
+            cache.active = False
+            if self.can_evict and cache.device_pages <= self.num_free_host_pages:
+                moved = True
+                self.num_free_host_pages -= cache.device_pages
+                self.num_free_device_pages += cache.device_pages
+                cache.host_pages, cache.device_pages = cache.device_pages, 0
+        self._record("suspend_request", req, None, moved_to_host=moved)
+
+    def free_resources(self, req: Request) -> None:
+        """Any state to NONE, pages freed on every tier."""
+        cache = self._caches.pop(req.request_id, None)
+        if cache is not None:
+            self.num_free_device_pages += cache.device_pages
+            self.num_free_host_pages += cache.host_pages
+        self._record(
+            "free_resources",
+            req,
+            None,
+            had_cache=cache is not None,
+            was_active=cache is not None and cache.active,
+            started=req.is_started,
+        )
+
+    # ---- internals ----
+
+    def _resume(self, cache: _Cache) -> str | None:
+        """Bring a suspended cache back on the device; the fault that stopped it, if any."""
+        if cache.active:
+            return None
+        if self._refuse_resumes:
+            self._refuse_resumes -= 1
+            return "refused_resume"
+        if cache.host_pages > self.num_free_device_pages:
+            return "no_device_room"
+        self.num_free_device_pages -= cache.host_pages
+        self.num_free_host_pages += cache.host_pages
+        cache.device_pages, cache.host_pages = cache.device_pages + cache.host_pages, 0
+        cache.active = True
+        return None
+
+    def _resize(self, cache: _Cache, capacity: int) -> str | None:
+        if capacity > cache.capacity and self._fail_grows:
+            self._fail_grows -= 1
+            return "failed_grow"
+        extra = self.pages_for(capacity) - cache.device_pages
+        if extra > self.num_free_device_pages:
+            return "no_device_room"
+        self.num_free_device_pages -= extra
+        cache.device_pages += extra
+        cache.capacity = capacity
+        return None
+
+    def _record(self, method: str, req: Request, result: bool | None, **facts: object) -> bool:
+        self.ledger.record(
+            self.name,
+            method,
+            req.request_id,
+            result=result,
+            detail=tuple((k, v) for k, v in facts.items() if v is not None),
+        )
+        return bool(result)

@@ -1,0 +1,93 @@
+"""The request: the one object every actor of the world reads.
+
+It mirrors the fields of upstream's ``LlmRequest`` that scheduling and adapter
+ownership depend on. The engine owns each request and is the only actor that
+advances it (positions, tokens, state); a scheduler only sets
+``context_chunk_size`` on the context requests it schedules, and the PEFT
+manager only drops ``lora_weights`` once it has loaded them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+class LlmRequestState(enum.IntEnum):
+    """Upstream's request states, with upstream's values (the model uses four)."""
+
+    CONTEXT_INIT = 10
+    GENERATION_IN_PROGRESS = 13
+    # Belongs to the overlap executor, which the model does not run: never entered.
+    GENERATION_TO_COMPLETE = 14
+    GENERATION_COMPLETE = 20
+
+
+@attrs.define(slots=True, eq=False)
+class Request:
+    """A request as the scheduler sees it.
+
+    The context to prefill is ``prompt_len`` plus the tokens a recompute pause
+    folded back into it (``num_folded``); the cache a request needs is always
+    ``prompt_len + num_generated`` tokens once it generates.
+
+    >>> r = Request(request_id=1, lora_task_id=7, lora_weights=True,
+    ...             prompt_len=8, max_new_tokens=2)
+    >>> r.is_first_context_chunk, r.is_started
+    (True, False)
+    """
+
+    request_id: int
+    lora_task_id: int | None
+    lora_weights: bool
+    prompt_len: int
+    max_new_tokens: int
+    state: LlmRequestState = LlmRequestState.CONTEXT_INIT
+    context_current_position: int = 0
+    num_generated: int = 0
+    num_folded: int = 0
+    # Set by the scheduler on every context request it schedules, as upstream does.
+    context_chunk_size: int = 0
+
+    @property
+    def context_len(self) -> int:
+        """Tokens to prefill: the prompt plus what a recompute pause folded in."""
+        return self.prompt_len + self.num_folded
+
+    @property
+    def context_remaining_length(self) -> int:
+        return self.context_len - self.context_current_position
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens whose KV a running request holds or is about to compute."""
+        return self.prompt_len + self.num_generated
+
+    @property
+    def is_context_init_state(self) -> bool:
+        return self.state == LlmRequestState.CONTEXT_INIT
+
+    @property
+    def is_generation_in_progress_state(self) -> bool:
+        return self.state == LlmRequestState.GENERATION_IN_PROGRESS
+
+    @property
+    def is_first_context_chunk(self) -> bool:
+        """A context request none of whose prompt is in KV yet."""
+        return self.is_context_init_state and self.context_current_position == 0
+
+    @property
+    def is_started(self) -> bool:
+        """Upstream's ``_is_started_request``: only started requests own an adapter."""
+        return (
+            self.is_context_init_state and not self.is_first_context_chunk
+        ) or self.is_generation_in_progress_state
+
+    @property
+    def is_schedulable(self) -> bool:
+        return (
+            LlmRequestState.CONTEXT_INIT
+            <= self.state
+            < LlmRequestState.GENERATION_TO_COMPLETE
+        )

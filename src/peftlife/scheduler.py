@@ -1,0 +1,353 @@
+"""The reference scheduler: one correct MAX_UTILIZATION pass with adapter ownership.
+
+It walks ``active_requests`` once, generation requests first (phase 1) and
+context requests second (phase 2), under token, request and PEFT-page budgets.
+When KV runs short it climbs a ladder: suspend a victim, recompute-pause a
+victim, suspend itself. Every KV move carries its PEFT move (spec section 6):
+
+* a started request that leaves the device releases its adapter *with pause*;
+* an unstarted one owns nothing, so it releases nothing;
+* a suspended request that resumes registers again, once, after its
+  allocation succeeded;
+* a request freed for recompute releases with pause only if it was ACTIVE
+  (a suspended one is paused already).
+
+The mutants in ``peftlife.mutants`` each override one of the small hook
+methods below, so that every known defect is a few readable lines away from
+the correct code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from peftlife.engine import Environment
+from peftlife.kv import KVCacheManager
+from peftlife.request import LlmRequestState, Request
+from peftlife.sut import SchedulerOutput
+
+
+class _Budget:
+    """Token, request and PEFT-page budgets of one pass.
+
+    An adapter's pages are charged once per pass, the first time it is used.
+    """
+
+    def __init__(self, env: Environment) -> None:
+        self.tokens_left = env.config.max_num_tokens
+        self.requests_left = env.config.max_batch_size
+        self._peft = env.peft_cache_manager
+        self.peft_pages_left = 0 if self._peft is None else self._peft.max_device_pages
+        self._charged: set[int] = set()
+
+    def peft_pages_needed(self, req: Request) -> int | None:
+        """Pages this request's adapter adds to the pass, or None if they do not fit."""
+        task = req.lora_task_id
+        if self._peft is None or task is None or task in self._charged:
+            return 0
+        pages = self._peft.determine_num_pages(req)
+        return pages if pages <= self.peft_pages_left else None
+
+    def claim_peft(self, req: Request) -> None:
+        task = req.lora_task_id
+        if self._peft is None or task is None or task in self._charged:
+            return
+        self._charged.add(task)
+        self.peft_pages_left -= self._peft.determine_num_pages(req)
+
+    def commit(self, req: Request, tokens: int) -> None:
+        self.tokens_left -= tokens
+        self.requests_left -= 1
+        self.claim_peft(req)
+
+
+class _Pass:
+    """The mutable state of one scheduling pass over one list."""
+
+    def __init__(self, requests: list[Request], inflight: set[int], budget: _Budget) -> None:
+        self.requests = requests
+        self.inflight = inflight
+        self.budget = budget
+        # Requests at or after the frontier are not scheduled in this pass.
+        self.frontier = len(requests)
+        self.recompute_frontier = len(requests)
+        self.context: list[Request] = []
+        self.generation: list[Request] = []
+        self.paused: list[Request] = []
+        self.recompute_paused: list[Request] = []
+        self.scheduled: set[int] = set()
+
+    def is_recompute_paused(self, req: Request) -> bool:
+        return any(r is req for r in self.recompute_paused)
+
+    def last_after(
+        self, index: int, stop: int, accept: Callable[[Request], bool]
+    ) -> int | None:
+        """Index of the last request in ``(index, stop)`` that ``accept`` takes."""
+        for j in range(stop - 1, index, -1):
+            req = self.requests[j]
+            if (
+                req.request_id not in self.inflight
+                and req.request_id not in self.scheduled
+                and not self.is_recompute_paused(req)
+                and accept(req)
+            ):
+                return j
+        return None
+
+
+def _holds_device_pages_in(pool: KVCacheManager) -> Callable[[Request], bool]:
+    def holds(req: Request) -> bool:
+        return req.is_started and pool.num_device_pages(req.request_id) > 0
+
+    return holds
+
+
+def _sort_key(req: Request) -> tuple[bool, int, int]:
+    # Upstream sorts by adapter with "no adapter" first, then by request id.
+    return (req.lora_task_id is not None, req.lora_task_id or 0, req.request_id)
+
+
+class ReferenceScheduler:
+    """A correct scheduler for the world of ``peftlife.engine``.
+
+    >>> from peftlife.engine import Engine, EngineConfig
+    >>> engine = Engine(EngineConfig(), ReferenceScheduler)
+    >>> rid = engine.submit(prompt_len=4, max_new_tokens=1)
+    >>> engine.step().step.output.context
+    (1,)
+    """
+
+    # The drain may call a repeating world a livelock only for a stateless scheduler.
+    keeps_no_state_between_passes = True
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.kv = env.kv_cache_manager
+        self.draft = env.draft_kv_cache_manager
+        self.peft = env.peft_cache_manager
+        self.config = env.config
+
+    # ---- the pass ----
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        p = _Pass(list(active_requests), set(inflight_request_ids), _Budget(self.env))
+        self.pre_claim_peft(p)
+        self._schedule_generation(p)
+        self._schedule_context(p)
+        p.context.sort(key=_sort_key)
+        p.generation.sort(key=_sort_key)
+        return SchedulerOutput(
+            context_requests=p.context,
+            generation_requests=p.generation,
+            paused_requests=p.paused,
+            recompute_paused_requests=p.recompute_paused,
+        )
+
+    def pre_claim_peft(self, p: _Pass) -> None:
+        """Charge every adapter a request still owns actively, scheduled or not.
+
+        Such an adapter is in use on the device and cannot be evicted, so a
+        budget that leaves it out lets ``ensure_batch`` fail. By ownership
+        following residency, the owners are the started requests whose KV is
+        ACTIVE.
+        """
+        for req in p.requests:
+            if req.is_started and self.kv.is_request_active(req.request_id):
+                p.budget.claim_peft(req)
+
+    def _schedule_generation(self, p: _Pass) -> None:
+        i = 0
+        while i < p.frontier:
+            req = p.requests[i]
+            if (
+                req.is_generation_in_progress_state
+                and req.request_id not in p.inflight
+                and not p.is_recompute_paused(req)
+            ):
+                if p.budget.requests_left < 1 or p.budget.tokens_left < 1:
+                    return
+                # An adapter that does not fit is skipped, not a reason to stop:
+                # stopping could starve the owner whose completion frees the budget.
+                if p.budget.peft_pages_needed(req) is not None:
+                    if not self._admit_generation(p, i, req):
+                        return
+                    p.generation.append(req)
+                    p.scheduled.add(req.request_id)
+                    p.budget.commit(req, 1)
+            i += 1
+
+    def _admit_generation(self, p: _Pass, i: int, req: Request) -> bool:
+        """Allocate one token for ``req``, climbing the eviction ladder as needed."""
+        resuming = not self.kv.is_request_active(req.request_id)
+        self.before_generation_allocation(req, resuming)
+        while not self._allocate_generation(req):
+            victim = p.last_after(i, p.frontier, self._is_evictable)
+            if victim is not None:
+                self.suspend(p, p.requests[victim])
+                p.frontier = victim
+                continue
+            if self.config.enable_recompute_pause:
+                victim = p.last_after(i, p.recompute_frontier, self._is_recompute_candidate)
+                if victim is not None:
+                    self.recompute_pause(p, p.requests[victim])
+                    p.recompute_frontier = victim
+                    continue
+            if self.kv.is_request_active(req.request_id):
+                # A cache that is ACTIVE only because this allocation resumed it
+                # belongs to a request that is paused already: it owns nothing.
+                self.suspend(p, req, owned=not resuming)
+            return False
+        if resuming:
+            self.after_resume(req)
+        return True
+
+    def _allocate_generation(self, req: Request) -> bool:
+        if not self.kv.try_allocate_generation(req):
+            return False
+        if self.draft is not None and not self.draft.try_allocate_generation(req):
+            self.kv.revert_allocate_generation(req)
+            return False
+        return True
+
+    def _is_evictable(self, req: Request) -> bool:
+        return req.is_started and self.kv.is_request_active(req.request_id)
+
+    @staticmethod
+    def _is_recompute_candidate(req: Request) -> bool:
+        return req.is_started and req.state != LlmRequestState.GENERATION_TO_COMPLETE
+
+    def _schedule_context(self, p: _Pass) -> None:
+        for j in range(p.frontier):
+            req = p.requests[j]
+            if (
+                not req.is_context_init_state
+                or req.request_id in p.inflight
+                or p.is_recompute_paused(req)
+            ):
+                continue
+            if p.budget.requests_left < 1:
+                return
+            chunk = self._chunk_size(req, p.budget.tokens_left)
+            if chunk == 0 or p.budget.peft_pages_needed(req) is None:
+                continue
+            if self._admit_context(p, j, req, chunk):
+                req.context_chunk_size = chunk
+                p.context.append(req)
+                p.scheduled.add(req.request_id)
+                p.budget.commit(req, chunk)
+
+    def _chunk_size(self, req: Request, tokens_left: int) -> int:
+        """The chunk to run now, or 0 when none fits the token budget."""
+        remaining = req.context_remaining_length
+        if remaining <= tokens_left:
+            return remaining
+        if not self.config.enable_chunked_context:
+            return 0
+        unit = self.config.chunk_unit_size
+        return (tokens_left // unit) * unit
+
+    def _admit_context(self, p: _Pass, j: int, req: Request, chunk: int) -> bool:
+        """Make room for one context chunk in every pool; False means skip it."""
+        first = req.is_first_context_chunk
+        resuming = self.kv.has_cache(req.request_id) and not self.kv.is_request_active(
+            req.request_id
+        )
+        if not self._prepare_context(req):
+            if first:
+                self._free_kv(req)
+            return False
+        capacity = req.context_current_position + chunk
+        while True:
+            old_capacity = self.kv.view(req.request_id).capacity
+            if not self.kv.resize_context(req, capacity):
+                pool = self.kv
+            elif self.draft is not None and not self.draft.resize_context(req, capacity):
+                self.kv.resize_context(req, old_capacity)
+                pool = self.draft
+                if first:
+                    # Upstream suspends through the shared helper before freeing:
+                    # the helper must see that this request owns nothing.
+                    self.suspend(p, req)
+            else:
+                return True
+            if first:
+                self._free_kv(req)
+                return False
+            if not pool.can_offload(req.request_id):
+                victim = p.last_after(j, len(p.requests), _holds_device_pages_in(pool))
+                if victim is not None:
+                    self.recompute_pause(p, p.requests[victim])
+                    continue
+            self.suspend(p, req, owned=not resuming)
+            return False
+
+    def _prepare_context(self, req: Request) -> bool:
+        """Create or resume the cache in every pool; on a refusal leave it suspended."""
+        if not self.kv.prepare_context(req):
+            return False
+        if self.draft is not None and not self.draft.prepare_context(req):
+            # The target resumed but the draft did not: keep the two in step.
+            self._suspend_kv(req)
+            return False
+        return True
+
+    # ---- the moves; each mutant overrides one of these ----
+
+    def suspend(self, p: _Pass, req: Request, *, owned: bool = True) -> None:
+        """The shared suspend helper: both pools, then the PEFT release.
+
+        Only a started request that was ACTIVE owns its adapter, so only it
+        releases (with pause); only started requests are listed in
+        ``paused_requests``. ``owned=False`` says the cache is ACTIVE only
+        because this pass resumed it without registering it.
+        """
+        was_active = owned and self.kv.is_request_active(req.request_id)
+        self._suspend_kv(req)
+        if req.is_started:
+            if was_active:
+                self.release_on_suspend(req)
+            if not any(r is req for r in p.paused):
+                p.paused.append(req)
+
+    def release_on_suspend(self, req: Request) -> None:
+        self._mark_done(req, pause=True)
+
+    def recompute_pause(self, p: _Pass, req: Request) -> None:
+        """Free the request's KV in every pool; it will prefill again from the start."""
+        was_active = self.kv.is_request_active(req.request_id)
+        self._free_kv(req)
+        if was_active:
+            self.release_on_recompute_pause(req)
+        p.paused = [r for r in p.paused if r is not req]
+        p.recompute_paused.append(req)
+
+    def release_on_recompute_pause(self, req: Request) -> None:
+        # Pause, not terminate: the host copy must stay pinned for the comeback.
+        self._mark_done(req, pause=True)
+
+    def before_generation_allocation(self, req: Request, resuming: bool) -> None:
+        """Nothing: registering before the allocation succeeds would be a defect."""
+
+    def after_resume(self, req: Request) -> None:
+        """A suspended request resumed and its allocation succeeded: own the adapter again."""
+        if self.peft is not None and req.lora_task_id is not None:
+            self.peft.add_request_peft(req)
+
+    # ---- plumbing ----
+
+    def _suspend_kv(self, req: Request) -> None:
+        self.kv.suspend_request(req)
+        if self.draft is not None:
+            self.draft.suspend_request(req)
+
+    def _free_kv(self, req: Request) -> None:
+        self.kv.free_resources(req)
+        if self.draft is not None:
+            self.draft.free_resources(req)
+
+    def _mark_done(self, req: Request, *, pause: bool) -> None:
+        if self.peft is not None and req.lora_task_id is not None:
+            self.peft.mark_request_done(req, pause=pause)

@@ -1,0 +1,158 @@
+"""The snapshot: the world after one executor iteration, as a plain value.
+
+Everything here is frozen and hashable, so a snapshot can be compared, kept in
+a trace, hashed to detect a repeating world, and handed to the checker's pure
+functions. It holds the world's state *and* the iteration's step record (the
+scheduler's output, the state right after ``prepare_resources``, the calls and
+the errors), because some invariants judge what happened, not only what is.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from peftlife.kv import CacheView, PoolView, Residency
+from peftlife.ledger import Call
+from peftlife.peft import CacheEntryView
+from peftlife.request import LlmRequestState
+
+Outcome = Literal["finished", "failed", "cancelled"]
+OutputList = Literal["context", "generation", "paused", "recompute_paused"]
+
+
+@attrs.frozen
+class RequestView:
+    request_id: int
+    lora_task_id: int | None
+    state: LlmRequestState
+    position: int
+    context_len: int
+    num_generated: int
+    max_new_tokens: int
+    started: bool
+    ever_registered: bool
+    recompute_pending: bool
+    target: CacheView
+    draft: CacheView | None
+
+
+@attrs.frozen
+class AdapterView:
+    task_id: int
+    active: frozenset[int]
+    paused: frozenset[int]
+    device: CacheEntryView | None
+    host: CacheEntryView | None
+
+
+@attrs.frozen
+class LoraCacheView:
+    name: str
+    capacity: int
+    free: int
+    entries: tuple[tuple[int, CacheEntryView], ...]
+
+
+@attrs.frozen
+class ListedView:
+    """A request the scheduler listed, as it stood when the scheduler returned."""
+
+    request_id: int
+    output_list: OutputList
+    live: bool
+    schedulable: bool
+    state: LlmRequestState
+    started: bool
+    target: Residency
+    draft: Residency | None
+    # Context requests only: the chunk the scheduler set and what was left to prefill.
+    chunk_size: int = 0
+    context_remaining: int = 0
+
+
+@attrs.frozen
+class ScheduledView:
+    """A scheduled request right after ``prepare_resources``."""
+
+    request_id: int
+    lora_task_id: int | None
+    owned_active: bool
+    target: CacheView
+    draft: CacheView | None
+    # KV tokens this iteration's work needs in every pool.
+    tokens_needed: int
+
+
+@attrs.frozen
+class StepError:
+    """Something the engine met: a scheduler fault, or a manager call that raised.
+
+    ``kind`` is one of ``scheduler_raised``, ``scheduler_hung``,
+    ``malformed_output``, ``add_request_peft_failed``, ``ensure_batch_failed``.
+    """
+
+    kind: str
+    message: str
+    request_id: int | None = None
+    exception: str = ""
+    registered_before: bool = False
+
+
+@attrs.frozen
+class OutputRecord:
+    context: tuple[int, ...]
+    generation: tuple[int, ...]
+    paused: tuple[int, ...]
+    recompute_paused: tuple[int, ...]
+    listed: tuple[ListedView, ...]
+
+    def lists(self) -> tuple[tuple[OutputList, tuple[int, ...]], ...]:
+        return (
+            ("context", self.context),
+            ("generation", self.generation),
+            ("paused", self.paused),
+            ("recompute_paused", self.recompute_paused),
+        )
+
+
+@attrs.frozen
+class StepRecord:
+    iteration: int
+    output: OutputRecord | None
+    batch_ran: bool
+    after_prepare: tuple[ScheduledView, ...]
+    calls: tuple[Call, ...]
+    errors: tuple[StepError, ...]
+
+    @property
+    def faults(self) -> tuple[Call, ...]:
+        """Calls a nemesis fault made fail."""
+        return tuple(c for c in self.calls if c.get("fault") in ("refused_resume", "failed_grow"))
+
+
+@attrs.frozen
+class Snapshot:
+    iteration: int
+    requests: tuple[RequestView, ...]
+    # Requests that left the world during this iteration, with how.
+    ended: tuple[tuple[int, Outcome], ...]
+    adapters: tuple[AdapterView, ...]
+    pools: tuple[PoolView, ...]
+    lora_caches: tuple[LoraCacheView, ...]
+    step: StepRecord | None
+
+    def request(self, request_id: int) -> RequestView | None:
+        for view in self.requests:
+            if view.request_id == request_id:
+                return view
+        return None
+
+    @property
+    def live_ids(self) -> frozenset[int]:
+        return frozenset(v.request_id for v in self.requests)
+
+    def world(self) -> Snapshot:
+        """The state alone, without the clock or the step: equal worlds compare equal."""
+        return attrs.evolve(self, iteration=0, ended=(), step=None)
