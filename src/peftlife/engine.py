@@ -118,12 +118,8 @@ class SchedulerHung(Exception):
 def _deadline(seconds: float | None) -> Iterator[None]:
     # SIGALRM interrupts pure-Python loops; it exists only on the main thread,
     # so elsewhere a hang is not caught (documented, never silently wrong).
-    usable = (
-        seconds is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if seconds is None or not usable:
         yield
         return
 
@@ -286,7 +282,6 @@ class Engine:
         if error is not None:
             errors.append(error)
         record = None if lists is None else self._record_output(lists)
-        self._note_recompute_pending()
 
         batch_ran = False
         after_prepare: tuple[ScheduledView, ...] = ()
@@ -587,4 +582,3 @@ class Engine:
             lora_caches=lora_caches,
             step=self._last_step,
         )
-

@@ -125,9 +125,7 @@ class KVCacheManager:
         """Would suspending this request free its device pages? (all or nothing)"""
         cache = self._caches.get(request_id)
         return (
-            self.can_evict
-            and cache is not None
-            and cache.device_pages <= self.num_free_host_pages
+            self.can_evict and cache is not None and cache.device_pages <= self.num_free_host_pages
         )
 
     def view(self, request_id: int) -> CacheView:

@@ -45,7 +45,7 @@ class LoraCache:
     """Adapters held in pages; only done entries are evicted, oldest done first.
 
     >>> cache = LoraCache("device", 2)
-    >>> cache.claim(1, 2); cache.mark_done(1); cache.claim(2, 2)
+    >>> cache.claim(1, 2); _ = cache.mark_done(1); cache.claim(2, 2)
     >>> sorted(cache.entries())
     [(2, CacheEntryView(pages=2, in_use=True))]
     """

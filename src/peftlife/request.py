@@ -86,8 +86,4 @@ class Request:
 
     @property
     def is_schedulable(self) -> bool:
-        return (
-            LlmRequestState.CONTEXT_INIT
-            <= self.state
-            < LlmRequestState.GENERATION_TO_COMPLETE
-        )
+        return LlmRequestState.CONTEXT_INIT <= self.state < LlmRequestState.GENERATION_TO_COMPLETE

@@ -80,9 +80,7 @@ class _Pass:
     def is_recompute_paused(self, req: Request) -> bool:
         return any(r is req for r in self.recompute_paused)
 
-    def last_after(
-        self, index: int, stop: int, accept: Callable[[Request], bool]
-    ) -> int | None:
+    def last_after(self, index: int, stop: int, accept: Callable[[Request], bool]) -> int | None:
         """Index of the last request in ``(index, stop)`` that ``accept`` takes."""
         for j in range(stop - 1, index, -1):
             req = self.requests[j]

@@ -1,0 +1,527 @@
+"""The checker: the invariants of spec section 8 as pure functions of a snapshot.
+
+Each invariant has a stable snake_case name (reports, CI filters and the
+mutant catalogue use it) and returns the violations it finds, each naming the
+request or adapter, what was expected and what was found. ``check`` runs them
+all; ``drain`` is the end-of-run invariant 12, which needs an engine to step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import attrs
+
+from peftlife.engine import Engine, EngineConfig
+from peftlife.kv import Residency
+from peftlife.snapshot import AdapterView, RequestView, Snapshot
+
+
+@attrs.frozen
+class Violation:
+    """One broken rule.
+
+    >>> str(Violation("exclusive_ownership", "adapter 2", "one set", "both", 7))
+    'exclusive_ownership: adapter 2 at iteration 7: expected one set, found both'
+    """
+
+    invariant: str
+    subject: str
+    expected: str
+    found: str
+    iteration: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.invariant}: {self.subject} at iteration {self.iteration}: "
+            f"expected {self.expected}, found {self.found}"
+        )
+
+
+Check = Callable[[Snapshot], Iterator[Violation]]
+INVARIANTS: dict[str, Check] = {}
+
+
+def invariant(fn: Check) -> Check:
+    INVARIANTS[fn.__name__] = fn
+    return fn
+
+
+def _subject(view: RequestView) -> str:
+    adapter = "no adapter" if view.lora_task_id is None else f"adapter {view.lora_task_id}"
+    return f"request {view.request_id} ({adapter})"
+
+
+def _owned(view: RequestView, adapters: dict[int, AdapterView]) -> str:
+    """Which of the adapter's sets hold the request: active, paused, both or none."""
+    adapter = adapters.get(view.lora_task_id) if view.lora_task_id is not None else None
+    in_active = adapter is not None and view.request_id in adapter.active
+    in_paused = adapter is not None and view.request_id in adapter.paused
+    return {
+        (True, True): "both",
+        (True, False): "active",
+        (False, True): "paused",
+        (False, False): "none",
+    }[(in_active, in_paused)]
+
+
+def expected_ownership(view: RequestView) -> str | None:
+    """What invariant 1 says a request must own, or None where it says nothing.
+
+    >>> from peftlife.kv import NO_CACHE
+    >>> from peftlife.request import LlmRequestState
+    >>> v = RequestView(1, 7, LlmRequestState.CONTEXT_INIT, 0, 4, 0, 2, False, False,
+    ...                 False, NO_CACHE, None)
+    >>> expected_ownership(v)
+    'none'
+    """
+    residency = view.target.residency
+    if (view.started and residency is Residency.SUSPENDED) or view.recompute_pending:
+        return "paused"
+    if view.started and residency is Residency.ACTIVE:
+        return "active"
+    if not view.started and not view.ever_registered:
+        return "none"
+    return None
+
+
+@invariant
+def ownership_follows_residency(s: Snapshot) -> Iterator[Violation]:
+    """1. Started and ACTIVE owns actively; SUSPENDED or recompute-pending is paused;
+    unstarted and never registered owns nothing."""
+    adapters = {a.task_id: a for a in s.adapters}
+    for view in s.requests:
+        if view.lora_task_id is None:
+            continue
+        expected = expected_ownership(view)
+        found = _owned(view, adapters)
+        if expected is not None and found != expected:
+            why = (
+                "recompute-pending"
+                if view.recompute_pending
+                else f"{'started' if view.started else 'unstarted'}, "
+                f"KV {view.target.residency.value}"
+            )
+            yield Violation(
+                "ownership_follows_residency",
+                _subject(view),
+                f"{expected} ({why})",
+                found,
+                s.iteration,
+            )
+
+
+@invariant
+def exclusive_ownership(s: Snapshot) -> Iterator[Violation]:
+    """2. No request is both active and paused on one adapter."""
+    for a in s.adapters:
+        for rid in sorted(a.active & a.paused):
+            yield Violation(
+                "exclusive_ownership",
+                f"adapter {a.task_id}",
+                f"request {rid} in at most one of active and paused",
+                "in both",
+                s.iteration,
+            )
+
+
+@invariant
+def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
+    """3. Every owner is a live request that registered at some point; no release
+    with pause names a request that owned nothing."""
+    live = {v.request_id: v for v in s.requests}
+    for a in s.adapters:
+        for set_name, ids in (("active", a.active), ("paused", a.paused)):
+            for rid in sorted(ids):
+                view = live.get(rid)
+                if view is None:
+                    found = "a request that is no longer live"
+                elif not view.ever_registered:
+                    found = "a request that never registered"
+                else:
+                    continue
+                yield Violation(
+                    "no_phantom_owner",
+                    f"adapter {a.task_id}",
+                    f"{set_name} to hold only live, registered requests",
+                    f"request {rid}, {found}",
+                    s.iteration,
+                )
+    for call in s.step.calls if s.step else ():
+        if (
+            call.method == "mark_request_done"
+            and call.get("pause")
+            and call.get("was_active") is False
+            and call.get("was_paused") is False
+        ):
+            yield Violation(
+                "no_phantom_owner",
+                f"request {call.request_id} (adapter {call.get('task_id')})",
+                "a release with pause only of a request that owns the adapter",
+                f"mark_request_done(pause=True) by the {call.caller} on a request owning nothing",
+                s.iteration,
+            )
+
+
+@invariant
+def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
+    """4. The scheduler never registers a request already active (a resume registers once)."""
+    for call in s.step.calls if s.step else ():
+        if (
+            call.caller == "scheduler"
+            and call.method == "add_request_peft"
+            and call.get("already_active")
+        ):
+            yield Violation(
+                "no_duplicate_registration",
+                f"request {call.request_id} (adapter {call.get('task_id')})",
+                "add_request_peft only for a request not already active",
+                "the scheduler registered it again while it was in active",
+                s.iteration,
+            )
+
+
+@invariant
+def device_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
+    """5. An adapter has active owners if and only if it is in use on the device."""
+    for a in s.adapters:
+        in_use = a.device is not None and a.device.in_use
+        if bool(a.active) != in_use:
+            device = "absent" if a.device is None else ("in use" if in_use else "done")
+            yield Violation(
+                "device_pin_follows_ownership",
+                f"adapter {a.task_id}",
+                "in use on the device" if a.active else "not in use on the device (no owner)",
+                f"device entry {device} with active owners {sorted(a.active)}",
+                s.iteration,
+            )
+
+
+@invariant
+def host_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
+    """6. An adapter with any owner, active or paused, is in use on the host."""
+    for a in s.adapters:
+        if (a.active or a.paused) and not (a.host is not None and a.host.in_use):
+            yield Violation(
+                "host_pin_follows_ownership",
+                f"adapter {a.task_id}",
+                "in use on the host while it has owners",
+                f"host entry {'absent' if a.host is None else 'done'} with active "
+                f"{sorted(a.active)}, paused {sorted(a.paused)}",
+                s.iteration,
+            )
+
+
+@invariant
+def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
+    """7. Right after prepare_resources every scheduled request owns its adapter
+    actively and has KV ACTIVE, with room for this iteration's tokens, in every pool."""
+    for view in s.step.after_prepare if s.step else ():
+        subject = f"scheduled request {view.request_id}"
+        if view.lora_task_id is not None and s.adapters and not view.owned_active:
+            yield Violation(
+                "scheduled_owned_and_resident",
+                f"{subject} (adapter {view.lora_task_id})",
+                "in active after prepare_resources",
+                "not in active",
+                s.iteration,
+            )
+        for pool, cache in (("target", view.target), ("draft", view.draft)):
+            if cache is None:
+                continue
+            if cache.residency is not Residency.ACTIVE:
+                yield Violation(
+                    "scheduled_owned_and_resident",
+                    subject,
+                    f"{pool} KV active",
+                    f"{pool} KV {cache.residency.value}",
+                    s.iteration,
+                )
+            elif cache.capacity < view.tokens_needed:
+                yield Violation(
+                    "scheduled_owned_and_resident",
+                    subject,
+                    f"{pool} KV capacity of at least {view.tokens_needed} tokens",
+                    f"capacity {cache.capacity}",
+                    s.iteration,
+                )
+
+
+@invariant
+def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
+    """8. The four lists are disjoint, hold live schedulable requests in the right
+    state; paused ones are started and not ACTIVE; recompute-paused ones hold no KV."""
+    out = s.step.output if s.step else None
+    if out is None:
+        return
+    seen: dict[int, str] = {}
+
+    def bad(rid: int, expected: str, found: str) -> Violation:
+        return Violation("output_lists_well_formed", f"request {rid}", expected, found, s.iteration)
+
+    for v in out.listed:
+        rid, where = v.request_id, v.output_list
+        if rid in seen:
+            yield bad(rid, "at most one place in the output", f"in {seen[rid]} and {where}")
+        seen[rid] = where
+        if not (v.live and v.schedulable):
+            yield bad(rid, f"only live, schedulable requests in {where}", "one that is not")
+            continue
+        if where == "context" and not (
+            v.state.name == "CONTEXT_INIT" and 0 < v.chunk_size <= v.context_remaining
+        ):
+            yield bad(
+                rid,
+                f"a context request with 0 < context_chunk_size <= {v.context_remaining}",
+                f"state {v.state.name}, chunk {v.chunk_size}",
+            )
+        if where == "generation" and v.state.name != "GENERATION_IN_PROGRESS":
+            yield bad(rid, "generation requests in GENERATION_IN_PROGRESS", v.state.name)
+        if where == "paused" and (not v.started or v.target is Residency.ACTIVE):
+            yield bad(
+                rid,
+                "paused requests started with KV not active",
+                f"{'started' if v.started else 'unstarted'}, KV {v.target.value}",
+            )
+        if where == "recompute_paused" and (
+            v.target is not Residency.NONE or v.draft not in (None, Residency.NONE)
+        ):
+            yield bad(
+                rid,
+                "recompute-paused requests with no KV in any pool",
+                f"target {v.target.value}, draft {v.draft.value if v.draft else '-'}",
+            )
+    recompute_paused = set(out.recompute_paused)
+    for call in s.step.calls if s.step else ():
+        if (
+            call.caller == "scheduler"
+            and call.component == "target"
+            and call.method == "free_resources"
+            and call.get("started")
+            and call.request_id not in recompute_paused
+        ):
+            yield bad(
+                call.request_id or 0,
+                "a started request whose KV the scheduler freed listed as recompute-paused",
+                "freed but not listed",
+            )
+
+
+@invariant
+def draft_mirrors_target(s: Snapshot) -> Iterator[Violation]:
+    """9. A request's draft residency equals its target residency."""
+    for view in s.requests:
+        if view.draft is not None and view.draft.residency != view.target.residency:
+            yield Violation(
+                "draft_mirrors_target",
+                _subject(view),
+                f"draft KV {view.target.residency.value}, as the target",
+                f"draft KV {view.draft.residency.value}",
+                s.iteration,
+            )
+
+
+@invariant
+def pages_conserved(s: Snapshot) -> Iterator[Violation]:
+    """10. On every tier free plus held equals capacity; only live requests hold pages."""
+    live = s.live_ids
+    for pool in s.pools:
+        for tier, free, capacity, held in (
+            ("device", pool.device_free, pool.device_capacity, sum(h[1] for h in pool.holders)),
+            ("host", pool.host_free, pool.host_capacity, sum(h[2] for h in pool.holders)),
+        ):
+            if free + held != capacity or free < 0:
+                yield Violation(
+                    "pages_conserved",
+                    f"{pool.name} pool, {tier} tier",
+                    f"free + held = {capacity}",
+                    f"{free} free + {held} held",
+                    s.iteration,
+                )
+        for rid, device, host in pool.holders:
+            if rid not in live:
+                yield Violation(
+                    "pages_conserved",
+                    f"{pool.name} pool",
+                    "no cache for a request that is not live",
+                    f"request {rid} holds {device} device and {host} host pages",
+                    s.iteration,
+                )
+    for cache in s.lora_caches:
+        held = sum(e.pages for _, e in cache.entries)
+        if cache.free + held != cache.capacity:
+            yield Violation(
+                "pages_conserved",
+                f"{cache.name} LoRA cache",
+                f"free + held = {cache.capacity}",
+                f"{cache.free} free + {held} held",
+                s.iteration,
+            )
+
+
+@invariant
+def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
+    """11. ensure_batch never raises for a scheduled batch, and a request registered
+    before is never refused as not cached."""
+    for err in s.step.errors if s.step else ():
+        if err.kind == "ensure_batch_failed" or (
+            err.kind == "add_request_peft_failed"
+            and err.exception == "PeftTaskNotCachedException"
+            and err.registered_before
+        ):
+            yield Violation(
+                "no_scheduler_caused_fault",
+                "the batch" if err.request_id is None else f"request {err.request_id}",
+                "no PEFT fault for a batch the scheduler produced",
+                err.message,
+                s.iteration,
+            )
+
+
+@invariant
+def scheduler_protocol(s: Snapshot) -> Iterator[Violation]:
+    """The scheduler returned a readable output in time and did not raise."""
+    for err in s.step.errors if s.step else ():
+        if err.kind in ("scheduler_raised", "scheduler_hung", "malformed_output"):
+            yield Violation(
+                "scheduler_protocol",
+                "the scheduler",
+                "a SchedulerOutput of this engine's requests, returned in time",
+                err.message,
+                s.iteration,
+            )
+
+
+def check(snapshot: Snapshot) -> list[Violation]:
+    """Every invariant of a snapshot, in a fixed order.
+
+    >>> from peftlife.scheduler import ReferenceScheduler
+    >>> engine = Engine(EngineConfig(), ReferenceScheduler)
+    >>> check(engine.step())
+    []
+    """
+    return [v for fn in INVARIANTS.values() for v in fn(snapshot)]
+
+
+# ---- invariant 12: the drain ----
+
+
+@attrs.frozen
+class DrainResult:
+    iterations: int
+    bound: int
+    violations: tuple[Violation, ...]
+    snapshots: tuple[Snapshot, ...]
+
+
+def drain_bound(engine: Engine) -> int:
+    """50 iterations plus 4 per remaining prompt or output token of the live requests."""
+    remaining = sum(
+        r.context_remaining_length + (r.max_new_tokens - r.num_generated)
+        for r in engine.live_requests
+    )
+    return 50 + 4 * remaining
+
+
+def can_drain(config: EngineConfig, requests: list[tuple[int | None, int, int]]) -> bool:
+    """Whether a world can always drain: the premise under which invariant 12 binds.
+
+    ``requests`` lists ``(adapter, prompt_len, max_new_tokens)``.
+    """
+    adapter_pages = dict(config.adapter_pages)
+    pools = [(config.device_pages, config.host_pages)]
+    if config.draft_device_pages is not None:
+        pools.append((config.draft_device_pages, config.draft_host_pages))
+    if adapter_pages and max(adapter_pages.values()) > config.lora_device_pages:
+        return False
+    need = [-(-(prompt + outputs) // config.tokens_per_block) for _, prompt, outputs in requests]
+    for (_, prompt, outputs), pages in zip(requests, need, strict=True):
+        if any(pages > dev for dev, _ in pools):
+            return False
+        if not config.enable_chunked_context and prompt + outputs - 1 > config.max_num_tokens:
+            return False
+    # Without recompute pause only suspension frees device pages, and a suspension
+    # that finds the lower tier full frees nothing: the tier must hold every cache at once.
+    return config.enable_recompute_pause or all(host >= sum(need) for _, host in pools)
+
+
+def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check) -> DrainResult:
+    """Stop arrivals, clear faults and step until every request has ended.
+
+    Checks every invariant after each step, then that nothing is held. A world
+    that repeats exactly ends the drain early as a livelock, but only for a
+    scheduler that declares ``keeps_no_state_between_passes``.
+    """
+    engine.clear_faults()
+    bound = drain_bound(engine)
+    binds = can_drain(
+        engine.config,
+        [(r.lora_task_id, r.prompt_len, r.max_new_tokens) for r in engine.live_requests],
+    )
+    stateless = bool(getattr(engine.scheduler, "keeps_no_state_between_passes", False))
+    seen: set[Snapshot] = set()
+    snapshots: list[Snapshot] = []
+    violations: list[Violation] = []
+    steps = 0
+    while engine.live_requests and steps < bound:
+        snap = engine.step()
+        steps += 1
+        snapshots.append(snap)
+        violations = checker(snap)
+        if violations:
+            break
+        if stateless and binds:
+            world = snap.world()
+            if world in seen:
+                violations = [_undrained(engine, "livelock: the world repeated exactly", steps)]
+                break
+            seen.add(world)
+    if not violations and engine.live_requests and binds:
+        violations = [_undrained(engine, f"still live after {bound} iterations", steps)]
+    if not violations:
+        violations = list(_drained_empty(engine.snapshot()))
+    return DrainResult(steps, bound, tuple(violations), tuple(snapshots))
+
+
+def _undrained(engine: Engine, why: str, steps: int) -> Violation:
+    live = sorted(r.request_id for r in engine.live_requests)
+    return Violation(
+        "drain_completes",
+        f"requests {live}",
+        "every request finished or failed",
+        f"{why} ({steps} drain steps)",
+        engine.iteration,
+    )
+
+
+def _drained_empty(s: Snapshot) -> Iterator[Violation]:
+    """After a complete drain: no owner, no page held, every LoRA cache entry done."""
+    if s.requests:
+        return
+    for a in s.adapters:
+        if a.active or a.paused:
+            yield Violation(
+                "drain_completes",
+                f"adapter {a.task_id}",
+                "no owner once every request has ended",
+                f"active {sorted(a.active)}, paused {sorted(a.paused)}",
+                s.iteration,
+            )
+        for where, entry in (("device", a.device), ("host", a.host)):
+            if entry is not None and entry.in_use:
+                yield Violation(
+                    "drain_completes",
+                    f"adapter {a.task_id}",
+                    f"{where} entry done once every request has ended",
+                    "still in use",
+                    s.iteration,
+                )
+    for pool in s.pools:
+        if pool.holders or pool.device_free != pool.device_capacity:
+            yield Violation(
+                "drain_completes",
+                f"{pool.name} pool",
+                "no page held once every request has ended",
+                f"{pool.device_capacity - pool.device_free} device pages held",
+                s.iteration,
+            )

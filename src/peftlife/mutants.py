@@ -1,0 +1,164 @@
+"""The mutant catalogue: the reference scheduler with one known defect each.
+
+Each mutant overrides one hook of ``ReferenceScheduler``, so its defect reads
+in a few lines. The harness must catch every one by search alone; the
+catalogue says which invariant should fire first, and which others are an
+acceptable first catch (one defect often breaks several rules at once).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from peftlife.request import Request
+from peftlife.scheduler import ReferenceScheduler, _Pass
+from peftlife.sut import SchedulerFactory, SUTError
+
+
+class NoReleaseOnSuspend(ReferenceScheduler):
+    def release_on_suspend(self, req: Request) -> None:
+        pass  # the pre-fix upstream code: a suspended request keeps X active forever
+
+
+class NoReregisterOnResume(ReferenceScheduler):
+    def after_resume(self, req: Request) -> None:
+        pass  # runs on device while absent from active[X]
+
+
+class RecomputePauseKeepsOwnership(ReferenceScheduler):
+    def release_on_recompute_pause(self, req: Request) -> None:
+        pass  # KV freed, adapter still active
+
+
+class RecomputePauseTerminates(ReferenceScheduler):
+    def release_on_recompute_pause(self, req: Request) -> None:
+        self._mark_done(req, pause=False)  # host copy unpinned while the request waits
+
+
+class PhantomPauseUnstarted(ReferenceScheduler):
+    def suspend(self, p: _Pass, req: Request, *, owned: bool = True) -> None:
+        was_active = owned and self.kv.is_request_active(req.request_id)
+        self._suspend_kv(req)
+        if was_active:  # missing the "started" check: a first chunk releases with pause
+            self.release_on_suspend(req)
+        if req.is_started and not any(r is req for r in p.paused):
+            p.paused.append(req)
+
+
+class RegisterBeforeAllocation(ReferenceScheduler):
+    def before_generation_allocation(self, req: Request, resuming: bool) -> None:
+        if resuming:
+            super().after_resume(req)  # registers even if the allocation then fails
+
+    def after_resume(self, req: Request) -> None:
+        pass
+
+
+class PauseFlagDropped(ReferenceScheduler):
+    def release_on_suspend(self, req: Request) -> None:
+        self._mark_done(req, pause=False)
+
+
+class DraftNotSuspended(ReferenceScheduler):
+    def _suspend_kv(self, req: Request) -> None:
+        self.kv.suspend_request(req)  # the draft pool is left ACTIVE
+
+
+class BudgetIgnoresUnscheduledOwners(ReferenceScheduler):
+    def pre_claim_peft(self, p: _Pass) -> None:
+        pass  # an owner skipped this pass still pins its adapter on device
+
+
+@attrs.frozen
+class Mutant:
+    name: str
+    scheduler: type[ReferenceScheduler]
+    description: str
+    # The invariant expected to fire first, then others acceptable as the first catch.
+    expected: str
+    also_acceptable: tuple[str, ...] = ()
+
+    @property
+    def acceptable(self) -> tuple[str, ...]:
+        return (self.expected, *self.also_acceptable)
+
+
+CATALOGUE: tuple[Mutant, ...] = (
+    Mutant(
+        "no_release_on_suspend",
+        NoReleaseOnSuspend,
+        "suspend never releases the adapter (the upstream pre-fix code)",
+        "ownership_follows_residency",
+        ("no_scheduler_caused_fault", "device_pin_follows_ownership"),
+    ),
+    Mutant(
+        "no_reregister_on_resume",
+        NoReregisterOnResume,
+        "a resumed generation request is never registered again",
+        "ownership_follows_residency",
+        ("scheduled_owned_and_resident", "device_pin_follows_ownership"),
+    ),
+    Mutant(
+        "recompute_pause_keeps_ownership",
+        RecomputePauseKeepsOwnership,
+        "recompute pause or preemption frees KV but leaves the adapter active",
+        "ownership_follows_residency",
+        ("device_pin_follows_ownership", "no_scheduler_caused_fault"),
+    ),
+    Mutant(
+        "recompute_pause_terminates",
+        RecomputePauseTerminates,
+        "recompute pause releases with pause false, unpinning the host copy",
+        "ownership_follows_residency",
+        ("no_scheduler_caused_fault",),
+    ),
+    Mutant(
+        "phantom_pause_unstarted",
+        PhantomPauseUnstarted,
+        "a first-chunk request that never owned its adapter is released with pause",
+        "ownership_follows_residency",
+        ("no_phantom_owner", "host_pin_follows_ownership"),
+    ),
+    Mutant(
+        "register_before_allocation",
+        RegisterBeforeAllocation,
+        "a resume registers before its allocation succeeds",
+        "ownership_follows_residency",
+        ("no_duplicate_registration", "device_pin_follows_ownership"),
+    ),
+    Mutant(
+        "pause_flag_dropped",
+        PauseFlagDropped,
+        "suspend releases with pause false",
+        "ownership_follows_residency",
+        ("no_scheduler_caused_fault",),
+    ),
+    Mutant(
+        "draft_not_suspended",
+        DraftNotSuspended,
+        "the draft pool is not suspended with the target",
+        "draft_mirrors_target",
+        ("scheduled_owned_and_resident", "output_lists_well_formed"),
+    ),
+    Mutant(
+        "budget_ignores_unscheduled_owners",
+        BudgetIgnoresUnscheduledOwners,
+        "the PEFT budget charges only the adapters of scheduled requests",
+        "no_scheduler_caused_fault",
+        (),
+    ),
+)
+
+BY_NAME = {m.name: m for m in CATALOGUE}
+
+
+def factory(name: str) -> SchedulerFactory:
+    """The scheduler factory of one mutant.
+
+    >>> factory("draft_not_suspended").__name__
+    'DraftNotSuspended'
+    """
+    mutant = BY_NAME.get(name)
+    if mutant is None:
+        raise SUTError(f"unknown mutant {name!r}; known mutants: {', '.join(BY_NAME)}")
+    return mutant.scheduler
