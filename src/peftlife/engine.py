@@ -324,6 +324,8 @@ class Engine:
                 output = self.scheduler.schedule_request(active, set())
         except SchedulerHung as err:
             return None, StepError("scheduler_hung", str(err), exception="SchedulerHung")
+        except (PeftTaskNotCachedException, LoraCacheFullException) as err:
+            return None, self._peft_error_in_scheduler(err)
         except Exception as err:  # the SUT is untrusted
             return None, StepError(
                 "scheduler_raised",
@@ -334,6 +336,28 @@ class Engine:
         if isinstance(lists, StepError):
             return None, lists
         return lists, None
+
+    def _peft_error_in_scheduler(self, err: Exception) -> StepError:
+        """A PEFT call the scheduler made raised: the manager's verdict, not a crash.
+
+        A resumed request re-registers inside the pass, so "not found in cache"
+        for a request registered before reaches the engine through the scheduler.
+        """
+        last = self.ledger.calls[-1] if self.ledger.calls else None
+        if last is None or last.method != "add_request_peft" or last.caller != "scheduler":
+            return StepError(
+                "scheduler_raised",
+                f"schedule_request raised {type(err).__name__}: {err}",
+                exception=type(err).__name__,
+            )
+        return StepError(
+            "add_request_peft_failed",
+            f"add_request_peft({last.request_id}) by the scheduler raised "
+            f"{type(err).__name__}: {err}",
+            request_id=last.request_id,
+            exception=type(err).__name__,
+            registered_before=bool(last.get("registered_before")),
+        )
 
     _NAMES: tuple[tuple[OutputList, str], ...] = (
         ("context", "context_requests"),

@@ -218,7 +218,7 @@ def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
     actively and has KV ACTIVE, with room for this iteration's tokens, in every pool."""
     for view in s.step.after_prepare if s.step else ():
         subject = f"scheduled request {view.request_id}"
-        if view.lora_task_id is not None and s.adapters and not view.owned_active:
+        if view.lora_task_id is not None and s.lora_caches and not view.owned_active:
             yield Violation(
                 "scheduled_owned_and_resident",
                 f"{subject} (adapter {view.lora_task_id})",
@@ -298,6 +298,7 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
             and call.component == "target"
             and call.method == "free_resources"
             and call.get("started")
+            and call.get("had_cache")
             and call.request_id not in recompute_paused
         ):
             yield bad(
@@ -392,15 +393,21 @@ def scheduler_protocol(s: Snapshot) -> Iterator[Violation]:
             )
 
 
+# The step's own faults first: when the engine met one, the broken state the
+# other checks then see follows from it, and the first violation names the cause.
+_ORDER = ("scheduler_protocol", "no_scheduler_caused_fault")
+
+
 def check(snapshot: Snapshot) -> list[Violation]:
-    """Every invariant of a snapshot, in a fixed order.
+    """Every invariant of a snapshot: the step's faults first, then spec order.
 
     >>> from peftlife.scheduler import ReferenceScheduler
     >>> engine = Engine(EngineConfig(), ReferenceScheduler)
     >>> check(engine.step())
     []
     """
-    return [v for fn in INVARIANTS.values() for v in fn(snapshot)]
+    names = [*_ORDER, *(n for n in INVARIANTS if n not in _ORDER)]
+    return [v for name in names for v in INVARIANTS[name](snapshot)]
 
 
 # ---- invariant 12: the drain ----

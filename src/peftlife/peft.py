@@ -252,6 +252,7 @@ class PeftCacheManager:
         for req in (*context_requests, *generation_requests):
             if req.lora_task_id is not None and req.lora_task_id not in task_ids:
                 task_ids.append(req.lora_task_id)
+        evicted_before = len(self.device_cache.evictions)
         try:
             for task_id in task_ids:
                 if task_id not in self.host_cache:
@@ -260,9 +261,21 @@ class PeftCacheManager:
                     )
                 self.device_cache.claim(task_id, self.adapter_pages[task_id])
         except (LoraCacheFullException, PeftTaskNotCachedException) as err:
-            self._record("ensure_batch", None, type(err).__name__, tasks=tuple(task_ids))
+            self._record(
+                "ensure_batch",
+                None,
+                type(err).__name__,
+                (("evicted", tuple(self.device_cache.evictions[evicted_before:])),),
+                tasks=tuple(task_ids),
+            )
             raise
-        self._record("ensure_batch", None, "ok", tasks=tuple(task_ids))
+        self._record(
+            "ensure_batch",
+            None,
+            "ok",
+            (("evicted", tuple(self.device_cache.evictions[evicted_before:])),),
+            tasks=tuple(task_ids),
+        )
 
     def _record(
         self,

@@ -1,0 +1,237 @@
+"""The runner: a Hypothesis state machine that drives any scheduler through lifecycles.
+
+``lifecycle_machine(sut, scenario)`` builds a ``RuleBasedStateMachine`` whose
+world is drawn from the scenario, whose rules submit, step, cancel and inject
+faults, and which checks every invariant after every executor iteration and
+drains the world at teardown (invariant 12). A finding raises
+``LifecycleFailure``, which carries the violations and the run's history for
+the reports.
+
+    TestMine = lifecycle_machine("mypkg.sched:factory").TestCase
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cache
+from typing import Any, ClassVar
+
+import attrs
+from hypothesis import event
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, precondition, rule
+
+from peftlife import invariants, scenarios, sut
+from peftlife.engine import Engine, EngineConfig
+from peftlife.invariants import Violation
+from peftlife.scenarios import Scenario
+from peftlife.snapshot import Snapshot
+from peftlife.trace import Action, apply
+
+# The paths a useful search must reach; the coverage test asserts each occurs.
+COVERAGE_LABELS = (
+    "victim eviction",
+    "self eviction",
+    "recompute pause",
+    "recompute pause of an active request",
+    "resume after suspension",
+    "refused resume",
+    "device LoRA eviction",
+    "completion after suspension",
+)
+
+
+@attrs.frozen
+class Run:
+    """What one example did: the SUT, the scenario, the world and the actions."""
+
+    sut: str
+    scenario: str
+    config: EngineConfig
+    actions: tuple[Action, ...]
+    snapshots: tuple[Snapshot, ...]
+
+
+class LifecycleFailure(AssertionError):
+    """A finding: the violations seen, and the run that led to them."""
+
+    def __init__(self, violations: list[Violation], run: Run, during: str = "step") -> None:
+        self.violations = violations
+        self.run = run
+        self.during = during
+        first = violations[0]
+        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+        super().__init__(f"[{first.invariant}] {first}{more}")
+
+    @property
+    def invariant(self) -> str:
+        return self.violations[0].invariant
+
+
+def path_labels(snapshot: Snapshot) -> set[str]:
+    """The interesting scheduler paths one iteration took, read from its calls."""
+    labels: set[str] = set()
+    last_failed: int | None = None
+    for call in snapshot.step.calls if snapshot.step else ():
+        if call.component == "target" and call.caller == "scheduler":
+            if call.method in ("try_allocate_generation", "resize_context") and not call.result:
+                last_failed = call.request_id
+            elif call.method == "suspend_request" and last_failed is not None:
+                labels.add("self eviction" if call.request_id == last_failed else "victim eviction")
+            elif call.method == "free_resources" and call.get("started"):
+                labels.add("recompute pause")
+                if call.get("was_active"):
+                    labels.add("recompute pause of an active request")
+        if call.get("fault") == "refused_resume":
+            labels.add("refused resume")
+        if (
+            call.method == "add_request_peft"
+            and call.caller == "scheduler"
+            and call.get("was_paused")
+        ):
+            labels.add("resume after suspension")
+        if call.method == "ensure_batch" and call.get("evicted"):
+            labels.add("device LoRA eviction")
+    return labels
+
+
+class LifecycleMachine(RuleBasedStateMachine):
+    """Base of the generated machines; ``lifecycle_machine`` fills the class variables."""
+
+    sut_spec: ClassVar[str] = "reference"
+    scenario: ClassVar[Scenario]
+    factory: ClassVar[sut.SchedulerFactory]
+    # Shared by every example of this class, for the coverage test and the gate.
+    coverage: ClassVar[Counter[str]]
+    examples: ClassVar[int]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine: Engine | None = None
+        self.config: EngineConfig | None = None
+        self.actions: list[Action] = []
+        self.snapshots: list[Snapshot] = []
+        self.suspended: set[int] = set()
+        self.submitted = 0
+        self.failed = False
+
+    def _run(self) -> Run:
+        assert self.config is not None
+        return Run(
+            self.sut_spec,
+            self.scenario.name,
+            self.config,
+            tuple(self.actions),
+            tuple(self.snapshots),
+        )
+
+    def _label(self, label: str) -> None:
+        event(label)
+        type(self).coverage[label] += 1
+
+    def _do(self, action: Action) -> None:
+        assert self.engine is not None
+        self.actions.append(action)
+        self._label(f"rule: {action.kind}")
+        snapshot = apply(self.engine, action)
+        if snapshot is not None:
+            self._observe(snapshot)
+
+    def _observe(self, snapshot: Snapshot, during: str = "step") -> list[Violation]:
+        self.snapshots.append(snapshot)
+        for label in path_labels(snapshot):
+            self._label(label)
+        for call in snapshot.step.calls if snapshot.step else ():
+            if call.method == "suspend_request" and call.component == "target":
+                self.suspended.add(call.request_id or 0)
+        for rid, outcome in snapshot.ended:
+            if outcome == "finished" and rid in self.suspended:
+                self._label("completion after suspension")
+        violations = invariants.check(snapshot)
+        if violations:
+            self.failed = True
+            raise LifecycleFailure(violations, self._run(), during)
+        return violations
+
+    def teardown(self) -> None:
+        # Hypothesis tears down after a failing rule too: a drain then would
+        # replace the first finding with a later one.
+        if self.engine is None or self.failed:
+            return
+        # Every example ends with the drain; a replay runs it again after the actions.
+        result = invariants.drain(self.engine, checker=self._drain_check)
+        if result.violations:
+            raise LifecycleFailure(list(result.violations), self._run(), "drain")
+
+    def _drain_check(self, snapshot: Snapshot) -> list[Violation]:
+        try:
+            return self._observe(snapshot, "drain")
+        except LifecycleFailure as failure:
+            return failure.violations
+
+
+@cache
+def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") -> type[Any]:
+    """The state machine class for one SUT and one scenario.
+
+    >>> lifecycle_machine("mutant:draft_not_suspended", "draft-pool").__name__
+    'Lifecycle[mutant:draft_not_suspended @ draft-pool]'
+    """
+    factory = sut.load(sut_spec)
+    s = scenarios.load(scenario)
+
+    class Machine(LifecycleMachine):
+        requests = Bundle("requests")
+
+        @initialize(config=s.worlds())
+        def build_world(self, config: EngineConfig) -> None:
+            self.config = config
+            self.engine = Engine(config, factory)
+            type(self).examples += 1
+
+        @precondition(lambda self: self.submitted < s.max_requests)
+        @rule(
+            target=requests,
+            adapter=s.adapter_choice(),
+            weights=s.carries_weights(),
+            prompt_len=s.prompt_len.strategy(at_least=1),
+            max_new_tokens=s.max_new_tokens.strategy(at_least=1),
+        )
+        def submit(self, adapter: int, weights: bool, prompt_len: int, max_new_tokens: int) -> int:
+            assert self.engine is not None
+            ids = self.engine.adapter_ids
+            # Adapter indices wrap onto the adapters this world has; 0 is none.
+            task = None if adapter == 0 else ids[(adapter - 1) % len(ids)]
+            self.submitted += 1
+            self._do(Action("submit", None, task, weights, prompt_len, max_new_tokens))
+            return self.submitted
+
+        @rule(steps=s.steps_per_rule.strategy(at_least=1))
+        def step(self, steps: int) -> None:
+            for _ in range(steps):
+                self._do(Action("step"))
+
+        if s.cancel:
+
+            @rule(request=requests)
+            def cancel(self, request: int) -> None:
+                self._do(Action("cancel", request_id=request))
+
+        if s.refuse_resume:
+
+            @rule(pool=s.fault_pools())
+            def refuse_resume(self, pool: str) -> None:
+                self._do(Action("refuse_resume", pool=pool))
+
+        if s.fail_grow:
+
+            @rule(pool=s.fault_pools())
+            def fail_grow(self, pool: str) -> None:
+                self._do(Action("fail_grow", pool=pool))
+
+    Machine.__name__ = Machine.__qualname__ = f"Lifecycle[{sut_spec} @ {s.name}]"
+    Machine.sut_spec = sut_spec
+    Machine.scenario = s
+    Machine.factory = factory
+    Machine.coverage = Counter()
+    Machine.examples = 0
+    return Machine

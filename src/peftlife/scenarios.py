@@ -1,0 +1,278 @@
+"""Scenario profiles: WHERE the state machine searches.
+
+A scenario is a TOML file (shipped ones live in ``peftlife/strategies/``, which
+the repository also shows as ``strategies/``) naming ranges for the world and
+the workload. This module reads one and turns it into Hypothesis strategies.
+Every knob acts only through a strategy, never inside a rule's body, so a
+printed reproduction is exactly what ran.
+
+Worlds are generated so that they can always drain (spec invariant 12): every
+request fits the device alone, the device LoRA cache holds the largest
+adapter, and without recompute pause the lower tier holds every cache at once.
+Ranges are clamped upward to meet that; the clamps are the only place a
+scenario's numbers are overridden.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+from hypothesis import strategies as st
+
+from peftlife.engine import EngineConfig
+
+Switch = Literal["on", "off", "either"]
+SWITCHES = ("on", "off", "either")
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be found or read; the message says how to fix it."""
+
+
+@attrs.frozen
+class Range:
+    lo: int
+    hi: int
+
+    def strategy(self, at_least: int = 0) -> st.SearchStrategy[int]:
+        """Integers in the range, the whole range lifted so it starts at ``at_least``."""
+        return st.integers(max(self.lo, at_least), max(self.hi, at_least))
+
+
+@attrs.frozen
+class Scenario:
+    """One named region of the search space."""
+
+    name: str
+    description: str
+    # world
+    device_pages: Range
+    lower_tier: Switch
+    host_pages: Range
+    draft_pool: Switch
+    draft_device_pages: Range
+    tokens_per_block: Range
+    chunking: Switch
+    chunk_unit_size: Range
+    max_num_tokens: Range
+    max_batch_size: Range
+    recompute_pause: Switch
+    lora_device_pages: Range
+    lora_host_pages: Range
+    adapters: Range
+    adapter_pages: Range
+    # workload
+    prompt_len: Range
+    max_new_tokens: Range
+    max_requests: int
+    no_adapter: bool
+    weights: Literal["always", "either"]
+    # nemesis and rules
+    refuse_resume: bool
+    fail_grow: bool
+    cancel: bool
+    steps_per_rule: Range
+    source: str = ""
+
+    @property
+    def longest_request(self) -> int:
+        """Tokens of the largest request the workload can submit (context plus outputs)."""
+        return self.prompt_len.hi + self.max_new_tokens.hi
+
+    # ---- strategies ----
+
+    def worlds(self) -> st.SearchStrategy[EngineConfig]:
+        """Engine configurations in this region that can always drain."""
+        return _worlds(self)
+
+    def adapter_choice(self) -> st.SearchStrategy[int]:
+        """An adapter index: 0 for none, else 1..adapters.hi (wrapped to the world's count)."""
+        return st.integers(0 if self.no_adapter else 1, max(1, self.adapters.hi))
+
+    def carries_weights(self) -> st.SearchStrategy[bool]:
+        return st.just(True) if self.weights == "always" else st.booleans()
+
+    def fault_pools(self) -> st.SearchStrategy[str]:
+        pools = ["target"] if self.draft_pool == "off" else ["target", "draft"]
+        return st.sampled_from(pools)
+
+
+def _switch(value: Switch) -> st.SearchStrategy[bool]:
+    return {"on": st.just(True), "off": st.just(False), "either": st.booleans()}[value]
+
+
+@st.composite
+def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
+    tokens_per_block = draw(s.tokens_per_block.strategy(at_least=1))
+    # Every request must fit the device alone, in each pool.
+    pages_per_request = -(-s.longest_request // tokens_per_block)
+    device_pages = draw(s.device_pages.strategy(at_least=pages_per_request))
+    recompute = draw(_switch(s.recompute_pause))
+    lower_tier = draw(_switch(s.lower_tier)) or not recompute
+    # Without recompute pause only suspension frees pages: the tier must hold every cache.
+    host_floor = 1 if recompute else s.max_requests * pages_per_request
+    host_pages = draw(s.host_pages.strategy(at_least=host_floor)) if lower_tier else 0
+    draft = draw(_switch(s.draft_pool))
+    draft_device_pages = (
+        draw(s.draft_device_pages.strategy(at_least=pages_per_request)) if draft else None
+    )
+    chunking = draw(_switch(s.chunking))
+    # Without chunking a context runs whole: the longest one must fit the token budget.
+    token_floor = 1 if chunking else s.longest_request - 1
+    adapters = draw(s.adapters.strategy(at_least=1))
+    sizes = [draw(s.adapter_pages.strategy(at_least=1)) for _ in range(adapters)]
+    return EngineConfig(
+        device_pages=device_pages,
+        host_pages=host_pages,
+        draft_device_pages=draft_device_pages,
+        draft_host_pages=host_pages if draft else 0,
+        tokens_per_block=tokens_per_block,
+        lora_device_pages=draw(s.lora_device_pages.strategy(at_least=max(sizes))),
+        lora_host_pages=draw(s.lora_host_pages.strategy(at_least=max(sizes))),
+        adapter_pages=tuple((task, pages) for task, pages in enumerate(sizes, start=1)),
+        max_num_tokens=draw(s.max_num_tokens.strategy(at_least=token_floor)),
+        max_batch_size=draw(s.max_batch_size.strategy(at_least=1)),
+        enable_chunked_context=chunking,
+        chunk_unit_size=draw(s.chunk_unit_size.strategy(at_least=1)),
+        enable_recompute_pause=recompute,
+    )
+
+
+# ---- reading profiles ----
+
+_SECTIONS: dict[str, dict[str, str]] = {
+    "world": {
+        "device_pages": "range",
+        "lower_tier": "switch",
+        "host_pages": "range",
+        "draft_pool": "switch",
+        "draft_device_pages": "range",
+        "tokens_per_block": "range",
+        "chunking": "switch",
+        "chunk_unit_size": "range",
+        "max_num_tokens": "range",
+        "max_batch_size": "range",
+        "recompute_pause": "switch",
+        "lora_device_pages": "range",
+        "lora_host_pages": "range",
+        "adapters": "range",
+        "adapter_pages": "range",
+    },
+    "workload": {
+        "prompt_len": "range",
+        "max_new_tokens": "range",
+        "max_requests": "int",
+        "no_adapter": "bool",
+        "weights": "weights",
+    },
+    "nemesis": {"refuse_resume": "bool", "fail_grow": "bool"},
+    "rules": {"cancel": "bool", "steps_per_rule": "range"},
+}
+
+
+def _field(where: str, kind: str, value: Any) -> Any:
+    if kind == "range":
+        ok = (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            and 0 <= value[0] <= value[1]
+        )
+        if not ok:
+            raise ScenarioError(f"{where} must be [low, high] with 0 <= low <= high, not {value!r}")
+        return Range(value[0], value[1])
+    if kind == "switch":
+        if value not in SWITCHES:
+            raise ScenarioError(f"{where} must be one of {', '.join(SWITCHES)}, not {value!r}")
+        return value
+    if kind == "weights":
+        if value not in ("always", "either"):
+            raise ScenarioError(f"{where} must be 'always' or 'either', not {value!r}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{where} must be true or false, not {value!r}")
+        return value
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise ScenarioError(f"{where} must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def parse(text: str, name: str, source: str = "") -> Scenario:
+    """Read a profile's TOML text; every key is required, none unknown."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"scenario {name!r} is not valid TOML: {err}") from err
+    fields: dict[str, Any] = {"name": name, "source": source}
+    description = data.pop("description", None)
+    if not isinstance(description, str):
+        raise ScenarioError(f'scenario {name!r} needs a top-level description = "..."')
+    fields["description"] = description
+    for section, keys in _SECTIONS.items():
+        table = data.pop(section, None)
+        if not isinstance(table, dict):
+            raise ScenarioError(f"scenario {name!r} needs a [{section}] table")
+        unknown = sorted(set(table) - set(keys))
+        missing = sorted(set(keys) - set(table))
+        if unknown or missing:
+            raise ScenarioError(
+                f"scenario {name!r} [{section}]: "
+                + "; ".join(
+                    part
+                    for part in (
+                        f"unknown keys {unknown}" if unknown else "",
+                        f"missing keys {missing}" if missing else "",
+                    )
+                    if part
+                )
+                + f"; valid keys are {sorted(keys)}"
+            )
+        for key, kind in keys.items():
+            fields[key] = _field(f"{name}: [{section}] {key}", kind, table[key])
+    if data:
+        raise ScenarioError(
+            f"scenario {name!r}: unknown top-level keys {sorted(data)}; "
+            f"valid are description and [{'], ['.join(_SECTIONS)}]"
+        )
+    return Scenario(**fields)
+
+
+def _shipped_dir() -> Any:
+    return resources.files("peftlife") / "strategies"
+
+
+def shipped_names() -> list[str]:
+    """The names of the scenario profiles that ship with peftlife, sorted."""
+    return sorted(
+        entry.name.removesuffix(".toml")
+        for entry in _shipped_dir().iterdir()
+        if entry.name.endswith(".toml")
+    )
+
+
+def load(name_or_path: str) -> Scenario:
+    """A shipped scenario by name, or a profile file by path.
+
+    >>> load("default").name
+    'default'
+    """
+    if name_or_path in shipped_names():
+        entry = _shipped_dir() / f"{name_or_path}.toml"
+        return parse(entry.read_text(encoding="utf-8"), name_or_path, f"{name_or_path}.toml")
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ScenarioError(
+                f"scenario file {name_or_path!r} does not exist; give a path to a .toml "
+                f"profile or one of: {', '.join(shipped_names())}"
+            )
+        return parse(path.read_text(encoding="utf-8"), path.stem, str(path))
+    raise ScenarioError(
+        f"unknown scenario {name_or_path!r}; use one of {', '.join(shipped_names())} "
+        "or a path to a .toml profile"
+    )

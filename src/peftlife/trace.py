@@ -1,0 +1,110 @@
+"""The history of a run: the actions a run applied to the world, and their replay.
+
+The state machine's rules, the command line's replay and a generated
+regression test all go through ``apply``, so one list of actions gives the
+same snapshots byte for byte whichever door started it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import attrs
+
+from peftlife.engine import Engine, EngineConfig
+from peftlife.snapshot import Snapshot
+from peftlife.sut import SchedulerFactory
+
+ActionKind = Literal["submit", "step", "cancel", "refuse_resume", "fail_grow"]
+
+
+@attrs.frozen
+class Action:
+    """One thing done to the world between or as iterations.
+
+    ``submit`` carries ``lora_task_id``, ``lora_weights``, ``prompt_len`` and
+    ``max_new_tokens`` (the id it is given is the next in order); ``cancel``
+    a ``request_id``; the two faults a ``pool`` (target or draft).
+
+    >>> Action("cancel", request_id=3).describe()
+    'cancel(request_id=3)'
+    """
+
+    kind: ActionKind
+    request_id: int | None = None
+    lora_task_id: int | None = None
+    lora_weights: bool = False
+    prompt_len: int = 0
+    max_new_tokens: int = 0
+    pool: str = "target"
+
+    def describe(self) -> str:
+        if self.kind == "submit":
+            args = (
+                f"adapter={self.lora_task_id}, weights={self.lora_weights}, "
+                f"prompt_len={self.prompt_len}, max_new_tokens={self.max_new_tokens}"
+            )
+        elif self.kind == "cancel":
+            args = f"request_id={self.request_id}"
+        elif self.kind == "step":
+            args = ""
+        else:
+            args = f"pool={self.pool}"
+        return f"{self.kind}({args})"
+
+    def to_json(self) -> dict[str, object]:
+        defaults = Action(self.kind)
+        return {
+            k: v for k, v in attrs.asdict(self).items() if k == "kind" or v != getattr(defaults, k)
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Action:
+        return cls(**data)  # type: ignore[arg-type]
+
+
+def apply(engine: Engine, action: Action) -> Snapshot | None:
+    """Apply one action; a ``step`` returns the snapshot after the iteration.
+
+    A submit returns None; its request id is ``engine``'s next in order.
+    """
+    if action.kind == "submit":
+        engine.submit(
+            prompt_len=action.prompt_len,
+            max_new_tokens=action.max_new_tokens,
+            lora_task_id=action.lora_task_id,
+            lora_weights=action.lora_weights,
+        )
+    elif action.kind == "step":
+        return engine.step()
+    elif action.kind == "cancel":
+        assert action.request_id is not None
+        engine.cancel(action.request_id)
+    else:
+        pool = (
+            engine.draft_kv_cache_manager
+            if action.pool == "draft" and engine.draft_kv_cache_manager is not None
+            else engine.kv_cache_manager
+        )
+        if action.kind == "refuse_resume":
+            pool.refuse_next_resumes()
+        else:
+            pool.fail_next_grows()
+    return None
+
+
+def replay(
+    config: EngineConfig, actions: Iterable[Action], factory: SchedulerFactory
+) -> tuple[Engine, list[Snapshot]]:
+    """Run ``actions`` on a fresh engine; return it with the snapshot of every step.
+
+    >>> from peftlife.scheduler import ReferenceScheduler
+    >>> _, snaps = replay(EngineConfig(), [Action("submit", prompt_len=4, max_new_tokens=1),
+    ...                                     Action("step")], ReferenceScheduler)
+    >>> snaps[0].ended
+    ((1, 'finished'),)
+    """
+    engine = Engine(config, factory)
+    snapshots = [s for s in (apply(engine, a) for a in actions) if s is not None]
+    return engine, snapshots

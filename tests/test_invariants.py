@@ -1,0 +1,1299 @@
+"""The checker of spec section 8, invariant by invariant.
+
+Every invariant gets a hand-built snapshot that breaks it and a near-identical
+one that does not. Snapshots start from ``baseline()``, a small consistent
+world (one running request owning adapter 7, one waiting request, one KV
+pool with consistent pages, both LoRA caches), and ``attrs.evolve`` breaks one
+thing at a time. Invariant 12 (the drain) runs real engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+import pytest
+
+from peftlife.engine import Engine, EngineConfig
+from peftlife.invariants import (
+    INVARIANTS,
+    DrainResult,
+    Violation,
+    _drained_empty,
+    can_drain,
+    check,
+    drain,
+    drain_bound,
+    expected_ownership,
+)
+from peftlife.kv import NO_CACHE, CacheView, PoolView, Residency
+from peftlife.ledger import Call, Caller, Component
+from peftlife.peft import CacheEntryView
+from peftlife.request import LlmRequestState
+from peftlife.scheduler import ReferenceScheduler
+from peftlife.snapshot import (
+    AdapterView,
+    ListedView,
+    LoraCacheView,
+    OutputRecord,
+    RequestView,
+    ScheduledView,
+    Snapshot,
+    StepError,
+    StepRecord,
+)
+from peftlife.sut import SchedulerOutput
+
+CTX = LlmRequestState.CONTEXT_INIT
+GEN = LlmRequestState.GENERATION_IN_PROGRESS
+DONE_STATE = LlmRequestState.GENERATION_COMPLETE
+ACTIVE = Residency.ACTIVE
+SUSPENDED = Residency.SUSPENDED
+NONE = Residency.NONE
+
+ITERATION = 3
+TASK = 7
+ADAPTER_PAGES = 2
+IN_USE = CacheEntryView(ADAPTER_PAGES, True)
+DONE = CacheEntryView(ADAPTER_PAGES, False)
+
+# Request 1 runs: prompt 4, one token generated, KV capacity 5 in 2 pages of 4 tokens.
+RUNNING_KV = CacheView(ACTIVE, capacity=5, device_pages=2, host_pages=0)
+SUSPENDED_KV = CacheView(SUSPENDED, capacity=5, device_pages=0, host_pages=2)
+
+
+# ---- builders ----
+
+
+def running(request_id: int = 1, **changes: object) -> RequestView:
+    """A started generation request, registered, KV ACTIVE in the target pool."""
+    view = RequestView(
+        request_id=request_id,
+        lora_task_id=TASK,
+        state=GEN,
+        position=4,
+        context_len=4,
+        num_generated=1,
+        max_new_tokens=4,
+        started=True,
+        ever_registered=True,
+        recompute_pending=False,
+        target=RUNNING_KV,
+        draft=None,
+    )
+    return attrs.evolve(view, **changes)
+
+
+def waiting(request_id: int = 2, **changes: object) -> RequestView:
+    """An unstarted context request that never registered and holds no KV."""
+    view = RequestView(
+        request_id=request_id,
+        lora_task_id=TASK,
+        state=CTX,
+        position=0,
+        context_len=6,
+        num_generated=0,
+        max_new_tokens=2,
+        started=False,
+        ever_registered=False,
+        recompute_pending=False,
+        target=NO_CACHE,
+        draft=None,
+    )
+    return attrs.evolve(view, **changes)
+
+
+def adapter(
+    active: Iterable[int] = (1,),
+    paused: Iterable[int] = (),
+    device: CacheEntryView | None = IN_USE,
+    host: CacheEntryView | None = IN_USE,
+    task_id: int = TASK,
+) -> AdapterView:
+    return AdapterView(task_id, frozenset(active), frozenset(paused), device, host)
+
+
+def pool(
+    name: str = "target", holders: tuple[tuple[int, int, int], ...] = ((1, 2, 0),)
+) -> PoolView:
+    """A pool of 8 device and 4 host pages whose free counts match ``holders``."""
+    return PoolView(
+        name=name,
+        device_capacity=8,
+        device_free=8 - sum(h[1] for h in holders),
+        host_capacity=4,
+        host_free=4 - sum(h[2] for h in holders),
+        holders=holders,
+    )
+
+
+def lora_caches(entry: CacheEntryView = IN_USE) -> tuple[LoraCacheView, ...]:
+    return (
+        LoraCacheView("device", 4, 4 - entry.pages, ((TASK, entry),)),
+        LoraCacheView("host", 8, 8 - entry.pages, ((TASK, entry),)),
+    )
+
+
+def listed(request_id: int, where: str, **changes: object) -> ListedView:
+    """A listed request, well formed for its list unless ``changes`` say otherwise."""
+    defaults: dict[str, dict[str, object]] = {
+        "context": dict(state=CTX, started=False, target=NONE, chunk_size=6, context_remaining=6),
+        "generation": dict(state=GEN, started=True, target=ACTIVE),
+        "paused": dict(state=GEN, started=True, target=SUSPENDED),
+        "recompute_paused": dict(state=GEN, started=True, target=NONE),
+    }
+    fields: dict[str, object] = dict(
+        request_id=request_id,
+        output_list=where,
+        live=True,
+        schedulable=True,
+        draft=None,
+        **defaults[where],
+    )
+    fields.update(changes)
+    return ListedView(**fields)  # type: ignore[arg-type]
+
+
+def output(*views: ListedView) -> OutputRecord:
+    """An output record whose id lists agree with its listed views."""
+
+    def ids(where: str) -> tuple[int, ...]:
+        return tuple(v.request_id for v in views if v.output_list == where)
+
+    return OutputRecord(
+        context=ids("context"),
+        generation=ids("generation"),
+        paused=ids("paused"),
+        recompute_paused=ids("recompute_paused"),
+        listed=views,
+    )
+
+
+def call(
+    method: str,
+    request_id: int | None,
+    *,
+    caller: Caller = "scheduler",
+    component: Component = "peft",
+    args: tuple[tuple[str, object], ...] = (),
+    result: object = None,
+    **detail: object,
+) -> Call:
+    return Call(
+        iteration=ITERATION,
+        caller=caller,
+        component=component,
+        method=method,
+        request_id=request_id,
+        args=args,
+        result=result,
+        detail=tuple(detail.items()),
+    )
+
+
+def peft_args(pause: bool | None = None) -> tuple[tuple[str, object], ...]:
+    base: tuple[tuple[str, object], ...] = (("task_id", TASK),)
+    return base if pause is None else (*base, ("pause", pause))
+
+
+def baseline(*, draft: bool = False) -> Snapshot:
+    """The clean world after iteration 3: request 1 generated a token, request 2 waits.
+
+    With ``draft``, a draft pool mirrors the target pool.
+    """
+    r1_draft = RUNNING_KV if draft else None
+    r2_draft = NO_CACHE if draft else None
+    step = StepRecord(
+        iteration=ITERATION,
+        output=output(listed(1, "generation", draft=ACTIVE if draft else None)),
+        batch_ran=True,
+        after_prepare=(ScheduledView(1, TASK, True, RUNNING_KV, r1_draft, tokens_needed=5),),
+        calls=(
+            call("try_allocate_generation", 1, component="target", result=True),
+            *((call("try_allocate_generation", 1, component="draft", result=True),) * draft),
+            call(
+                "ensure_batch",
+                None,
+                caller="prepare_resources",
+                args=(("tasks", (TASK,)),),
+                result="ok",
+            ),
+        ),
+        errors=(),
+    )
+    return Snapshot(
+        iteration=ITERATION,
+        requests=(running(draft=r1_draft), waiting(draft=r2_draft)),
+        ended=(),
+        adapters=(adapter(),),
+        pools=(pool(),) + ((pool("draft"),) if draft else ()),
+        lora_caches=lora_caches(),
+        step=step,
+    )
+
+
+def with_requests(s: Snapshot, *views: RequestView) -> Snapshot:
+    return attrs.evolve(s, requests=views)
+
+
+def with_adapter(s: Snapshot, a: AdapterView) -> Snapshot:
+    return attrs.evolve(s, adapters=(a,))
+
+
+def with_step(s: Snapshot, **changes: object) -> Snapshot:
+    assert s.step is not None
+    return attrs.evolve(s, step=attrs.evolve(s.step, **changes))
+
+
+def with_output(s: Snapshot, *views: ListedView) -> Snapshot:
+    return with_step(s, output=output(*views))
+
+
+def with_calls(s: Snapshot, *calls: Call) -> Snapshot:
+    return with_step(s, calls=calls)
+
+
+def with_errors(s: Snapshot, *errors: StepError) -> Snapshot:
+    return with_step(s, errors=errors)
+
+
+def run(name: str, s: Snapshot) -> list[Violation]:
+    return list(INVARIANTS[name](s))
+
+
+def assert_flags(name: str, s: Snapshot, subject: str) -> list[Violation]:
+    """The invariant finds violations, all under its name, one about ``subject``."""
+    found = run(name, s)
+    assert found, f"{name} found nothing"
+    assert {v.invariant for v in found} == {name}
+    assert subject in {v.subject for v in found}, [str(v) for v in found]
+    assert {v.iteration for v in found} == {s.iteration}
+    # check() reports them too.
+    assert set(found) <= set(check(s))
+    return found
+
+
+def assert_clean(name: str, s: Snapshot) -> None:
+    found = run(name, s)
+    assert found == [], [str(v) for v in found]
+
+
+def only(name: str, s: Snapshot, subject: str) -> Violation:
+    found = assert_flags(name, s, subject)
+    assert len(found) == 1, [str(v) for v in found]
+    return found[0]
+
+
+# ---- the catalogue and the baseline ----
+
+
+def test_invariants_are_the_twelve_of_the_spec_in_order() -> None:
+    assert list(INVARIANTS) == [
+        "ownership_follows_residency",
+        "exclusive_ownership",
+        "no_phantom_owner",
+        "no_duplicate_registration",
+        "device_pin_follows_ownership",
+        "host_pin_follows_ownership",
+        "scheduled_owned_and_resident",
+        "output_lists_well_formed",
+        "draft_mirrors_target",
+        "pages_conserved",
+        "no_scheduler_caused_fault",
+        "scheduler_protocol",
+    ]
+
+
+@pytest.mark.parametrize("draft", [False, True], ids=["target only", "with draft"])
+def test_baseline_is_clean(draft: bool) -> None:
+    assert check(baseline(draft=draft)) == []
+
+
+def test_baseline_without_step_record_is_clean() -> None:
+    assert check(attrs.evolve(baseline(), step=None)) == []
+
+
+def test_an_empty_world_is_clean() -> None:
+    empty = Snapshot(0, (), (), (), (pool(holders=()),), (), None)
+    assert check(empty) == []
+
+
+# One break per invariant: (invariant, breaking function, subject). Each break
+# must fire its invariant; the baseline (the near-identical clean world) must not.
+BREAKS: list[tuple[str, Callable[[Snapshot], Snapshot], str]] = [
+    (
+        "ownership_follows_residency",
+        lambda s: with_adapter(s, adapter(active=(), paused=(1,))),
+        "request 1 (adapter 7)",
+    ),
+    (
+        "exclusive_ownership",
+        lambda s: with_adapter(s, adapter(active=(1,), paused=(1,))),
+        "adapter 7",
+    ),
+    ("no_phantom_owner", lambda s: with_adapter(s, adapter(active=(1, 99))), "adapter 7"),
+    (
+        "no_duplicate_registration",
+        lambda s: with_calls(
+            s, call("add_request_peft", 1, args=peft_args(), result="ok", already_active=True)
+        ),
+        "request 1 (adapter 7)",
+    ),
+    (
+        "device_pin_follows_ownership",
+        lambda s: with_adapter(s, adapter(device=DONE)),
+        "adapter 7",
+    ),
+    (
+        "host_pin_follows_ownership",
+        lambda s: with_adapter(s, adapter(host=DONE)),
+        "adapter 7",
+    ),
+    (
+        "scheduled_owned_and_resident",
+        lambda s: with_step(s, after_prepare=(ScheduledView(1, TASK, False, RUNNING_KV, None, 5),)),
+        "scheduled request 1 (adapter 7)",
+    ),
+    (
+        "output_lists_well_formed",
+        lambda s: with_output(s, listed(1, "generation"), listed(1, "paused")),
+        "request 1",
+    ),
+    (
+        "draft_mirrors_target",
+        lambda s: with_requests(s, running(draft=SUSPENDED_KV), waiting()),
+        "request 1 (adapter 7)",
+    ),
+    (
+        "pages_conserved",
+        lambda s: attrs.evolve(s, pools=(attrs.evolve(pool(), device_free=7),)),
+        "target pool, device tier",
+    ),
+    (
+        "no_scheduler_caused_fault",
+        lambda s: with_errors(s, StepError("ensure_batch_failed", "ensure_batch raised")),
+        "the batch",
+    ),
+    (
+        "scheduler_protocol",
+        lambda s: with_errors(s, StepError("scheduler_raised", "schedule_request raised")),
+        "the scheduler",
+    ),
+]
+
+
+def test_every_invariant_has_a_break() -> None:
+    assert sorted(name for name, _, _ in BREAKS) == sorted(INVARIANTS)
+
+
+@pytest.mark.parametrize(("name", "breaking", "subject"), BREAKS, ids=[b[0] for b in BREAKS])
+def test_each_invariant_can_fail_and_pass(
+    name: str, breaking: Callable[[Snapshot], Snapshot], subject: str
+) -> None:
+    clean = baseline()
+    assert_clean(name, clean)
+    assert_flags(name, breaking(clean), subject)
+
+
+# ---- 1. ownership follows residency ----
+
+
+def test_expected_ownership_per_clause() -> None:
+    assert expected_ownership(running()) == "active"
+    assert expected_ownership(running(target=SUSPENDED_KV)) == "paused"
+    assert expected_ownership(waiting()) == "none"
+    # No clause for an unstarted request that registered before (e.g. a later chunk
+    # whose registration is undone, or a request between chunks).
+    assert expected_ownership(waiting(ever_registered=True)) is None
+    # Nor for a started request with no KV that is not recompute-pending.
+    assert expected_ownership(running(target=NO_CACHE)) is None
+
+
+@pytest.mark.parametrize("started", [True, False])
+@pytest.mark.parametrize("residency", [ACTIVE, SUSPENDED, NONE])
+def test_expected_ownership_recompute_pending_always_paused(
+    started: bool, residency: Residency
+) -> None:
+    view = running(
+        started=started,
+        ever_registered=started,
+        recompute_pending=True,
+        target=attrs.evolve(RUNNING_KV, residency=residency),
+    )
+    assert expected_ownership(view) == "paused"
+
+
+def test_started_active_must_be_active() -> None:
+    s = baseline()
+    assert_clean("ownership_follows_residency", s)
+    for a, found in (
+        (adapter(active=(), device=DONE), "none"),
+        (adapter(active=(), paused=(1,), device=DONE), "paused"),
+    ):
+        v = only("ownership_follows_residency", with_adapter(s, a), "request 1 (adapter 7)")
+        assert (v.expected, v.found) == ("active (started, KV active)", found)
+
+
+def test_started_active_with_no_adapter_view_at_all() -> None:
+    v = only(
+        "ownership_follows_residency",
+        attrs.evolve(baseline(), adapters=()),
+        "request 1 (adapter 7)",
+    )
+    assert v.found == "none"
+
+
+def test_started_suspended_must_be_paused() -> None:
+    suspended = with_requests(baseline(), running(target=SUSPENDED_KV), waiting())
+    v = only("ownership_follows_residency", suspended, "request 1 (adapter 7)")
+    assert (v.expected, v.found) == ("paused (started, KV suspended)", "active")
+    fixed = with_adapter(suspended, adapter(active=(), paused=(1,), device=DONE))
+    assert_clean("ownership_follows_residency", fixed)
+    assert check(attrs.evolve(fixed, step=None, pools=(pool(holders=((1, 0, 2),)),))) == []
+
+
+def test_owned_both_is_reported_as_both() -> None:
+    v = only(
+        "ownership_follows_residency",
+        with_adapter(baseline(), adapter(active=(1,), paused=(1,))),
+        "request 1 (adapter 7)",
+    )
+    assert v.found == "both"
+
+
+def recompute_pending_world(view: RequestView, a: AdapterView) -> Snapshot:
+    return with_adapter(with_requests(baseline(), view, waiting()), a)
+
+
+def test_recompute_pending_after_a_recompute_pause_must_be_paused() -> None:
+    # The realistic case: KV freed, rewound to a first chunk (so unstarted), registered before.
+    view = running(state=CTX, position=0, started=False, recompute_pending=True, target=NO_CACHE)
+    paused = adapter(active=(), paused=(1,), device=DONE)
+    assert_clean("ownership_follows_residency", recompute_pending_world(view, paused))
+    v = only(
+        "ownership_follows_residency",
+        recompute_pending_world(view, adapter()),
+        "request 1 (adapter 7)",
+    )
+    assert (v.expected, v.found) == ("paused (recompute-pending)", "active")
+    v = only(
+        "ownership_follows_residency",
+        recompute_pending_world(view, adapter(active=(), device=DONE)),
+        "request 1 (adapter 7)",
+    )
+    assert v.found == "none"
+
+
+@pytest.mark.parametrize("kv", [RUNNING_KV, NO_CACHE], ids=["ACTIVE", "NONE"])
+def test_recompute_pending_clause_wins_over_started(kv: CacheView) -> None:
+    view = running(recompute_pending=True, target=kv)
+    v = only(
+        "ownership_follows_residency",
+        recompute_pending_world(view, adapter()),
+        "request 1 (adapter 7)",
+    )
+    assert (v.expected, v.found) == ("paused (recompute-pending)", "active")
+    paused = adapter(active=(), paused=(1,), device=DONE)
+    assert_clean("ownership_follows_residency", recompute_pending_world(view, paused))
+
+
+@pytest.mark.parametrize("where", ["active", "paused"])
+def test_unstarted_never_registered_owns_nothing(where: str) -> None:
+    owners = {"active": (1,), "paused": ()}
+    if where == "active":
+        owners["active"] = (1, 2)
+    else:
+        owners["paused"] = (2,)
+    s = with_adapter(baseline(), adapter(**owners))  # type: ignore[arg-type]
+    v = only("ownership_follows_residency", s, "request 2 (adapter 7)")
+    assert (v.expected, v.found) == ("none (unstarted, KV none)", where)
+
+
+@pytest.mark.parametrize("owners", [{"active": (1, 2)}, {"paused": (2,)}], ids=["active", "paused"])
+def test_no_expectation_for_unstarted_but_registered(owners: dict[str, tuple[int, ...]]) -> None:
+    s = with_adapter(
+        with_requests(baseline(), running(), waiting(ever_registered=True)),
+        adapter(**{"active": (1,), **owners}),  # type: ignore[arg-type]
+    )
+    assert_clean("ownership_follows_residency", s)
+
+
+def test_unstarted_recompute_pending_is_not_held_to_none() -> None:
+    # Never-registered plus recompute-pending: the pending clause applies, not "none".
+    view = waiting(recompute_pending=True)
+    s = with_adapter(with_requests(baseline(), running(), view), adapter(active=(1,), paused=(2,)))
+    assert_clean("ownership_follows_residency", s)
+
+
+def test_requests_without_adapter_are_ignored() -> None:
+    s = with_requests(
+        baseline(),
+        running(),
+        waiting(),
+        running(3, lora_task_id=None),
+        running(4, lora_task_id=None, target=SUSPENDED_KV),
+        waiting(5, lora_task_id=None, recompute_pending=True),
+    )
+    assert_clean("ownership_follows_residency", s)
+    # The same requests with an adapter they do not own are reported.
+    with_adapters = with_requests(
+        s, *(attrs.evolve(v, lora_task_id=TASK) if v.request_id > 2 else v for v in s.requests)
+    )
+    found = run("ownership_follows_residency", with_adapters)
+    assert {v.subject for v in found} == {
+        "request 3 (adapter 7)",
+        "request 4 (adapter 7)",
+        "request 5 (adapter 7)",
+    }
+
+
+def test_ownership_is_per_adapter() -> None:
+    # Request 1 is in active of adapter 8, not of its own adapter 7.
+    s = attrs.evolve(
+        baseline(),
+        adapters=(adapter(active=(), device=DONE), adapter(task_id=8, active=(1,))),
+    )
+    v = only("ownership_follows_residency", s, "request 1 (adapter 7)")
+    assert v.found == "none"
+
+
+# ---- 2. exclusive ownership ----
+
+
+def test_exclusive_ownership() -> None:
+    s = with_adapter(baseline(), adapter(active=(1,), paused=(1,)))
+    v = only("exclusive_ownership", s, "adapter 7")
+    assert "request 1" in v.expected
+    assert v.found == "in both"
+    assert_clean("exclusive_ownership", with_adapter(baseline(), adapter(active=(1,), paused=(2,))))
+
+
+def test_exclusive_ownership_one_violation_per_request() -> None:
+    s = with_adapter(
+        with_requests(baseline(), running(), running(2)),
+        adapter(active=(1, 2), paused=(1, 2)),
+    )
+    found = assert_flags("exclusive_ownership", s, "adapter 7")
+    assert [v.expected for v in found] == [
+        "request 1 in at most one of active and paused",
+        "request 2 in at most one of active and paused",
+    ]
+
+
+# ---- 3. no phantom owner ----
+
+
+@pytest.mark.parametrize("where", ["active", "paused"])
+def test_phantom_owner_not_live(where: str) -> None:
+    owners = {"active": (1,), "paused": ()}
+    owners[where] = (*owners[where], 99)
+    v = only("no_phantom_owner", with_adapter(baseline(), adapter(**owners)), "adapter 7")  # type: ignore[arg-type]
+    assert v.found == "request 99, a request that is no longer live"
+    assert v.expected == f"{where} to hold only live, registered requests"
+
+
+def test_phantom_owner_live_but_never_registered() -> None:
+    s = with_adapter(baseline(), adapter(active=(1,), paused=(2,)))
+    v = only("no_phantom_owner", s, "adapter 7")
+    assert v.found == "request 2, a request that never registered"
+    registered = with_requests(s, running(), waiting(ever_registered=True))
+    assert_clean("no_phantom_owner", registered)
+
+
+def phantom_release(**detail: object) -> Call:
+    defaults: dict[str, object] = dict(
+        was_active=False, was_paused=False, released_device=False, released_host=False
+    )
+    defaults.update(detail)
+    return call("mark_request_done", 2, args=peft_args(pause=True), **defaults)
+
+
+def test_phantom_release_with_pause() -> None:
+    s = with_calls(baseline(), phantom_release())
+    v = only("no_phantom_owner", s, "request 2 (adapter 7)")
+    assert "by the scheduler" in v.found
+
+
+@pytest.mark.parametrize(
+    "harmless",
+    [
+        phantom_release(was_active=True),
+        phantom_release(was_paused=True),  # releasing a paused request again is harmless
+        call(
+            "mark_request_done",
+            2,
+            args=peft_args(pause=False),
+            was_active=False,
+            was_paused=False,
+        ),
+    ],
+    ids=["was active", "was paused", "no pause"],
+)
+def test_release_that_is_not_a_phantom(harmless: Call) -> None:
+    assert_clean("no_phantom_owner", with_calls(baseline(), harmless))
+
+
+def test_phantom_release_is_flagged_whoever_makes_it() -> None:
+    s = with_calls(baseline(), attrs.evolve(phantom_release(), caller="free_resources"))
+    v = only("no_phantom_owner", s, "request 2 (adapter 7)")
+    assert "by the free_resources" in v.found
+
+
+# ---- 4. no duplicate registration ----
+
+
+def registration(caller: Caller, already_active: bool) -> Call:
+    return call(
+        "add_request_peft",
+        1,
+        caller=caller,
+        args=peft_args(),
+        result="ok",
+        already_active=already_active,
+        was_paused=False,
+        registered_before=True,
+    )
+
+
+def test_scheduler_registering_an_active_request_is_flagged() -> None:
+    s = with_calls(baseline(), registration("scheduler", already_active=True))
+    only("no_duplicate_registration", s, "request 1 (adapter 7)")
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [registration("prepare_resources", True), registration("scheduler", False)],
+    ids=["executor per-chunk registration", "scheduler resume of a paused request"],
+)
+def test_allowed_registrations(allowed: Call) -> None:
+    assert_clean("no_duplicate_registration", with_calls(baseline(), allowed))
+
+
+# ---- 5. device pin follows ownership ----
+
+
+@pytest.mark.parametrize(("device", "word"), [(DONE, "done"), (None, "absent")])
+def test_active_owner_but_device_not_in_use(device: CacheEntryView | None, word: str) -> None:
+    v = only(
+        "device_pin_follows_ownership",
+        with_adapter(baseline(), adapter(device=device)),
+        "adapter 7",
+    )
+    assert v.expected == "in use on the device"
+    assert v.found == f"device entry {word} with active owners [1]"
+
+
+def test_device_in_use_without_active_owner() -> None:
+    s = with_adapter(baseline(), adapter(active=(), paused=(1,), device=IN_USE))
+    v = only("device_pin_follows_ownership", s, "adapter 7")
+    assert v.expected == "not in use on the device (no owner)"
+    assert v.found == "device entry in use with active owners []"
+    for device in (DONE, None):
+        ok = with_adapter(baseline(), adapter(active=(), paused=(1,), device=device))
+        assert_clean("device_pin_follows_ownership", ok)
+
+
+# ---- 6. host pin follows ownership ----
+
+
+@pytest.mark.parametrize(("host", "word"), [(DONE, "done"), (None, "absent")])
+@pytest.mark.parametrize(
+    "owners", [{"active": (1,)}, {"active": (), "paused": (1,)}], ids=["active", "paused"]
+)
+def test_owner_but_host_not_in_use(
+    host: CacheEntryView | None, word: str, owners: dict[str, tuple[int, ...]]
+) -> None:
+    s = with_adapter(baseline(), adapter(host=host, device=DONE, **owners))  # type: ignore[arg-type]
+    v = only("host_pin_follows_ownership", s, "adapter 7")
+    assert v.found.startswith(f"host entry {word} with active ")
+    assert_clean(
+        "host_pin_follows_ownership",
+        with_adapter(baseline(), adapter(host=IN_USE, device=DONE, **owners)),  # type: ignore[arg-type]
+    )
+
+
+def test_no_owner_needs_no_host_pin() -> None:
+    for host in (DONE, None, IN_USE):
+        s = with_adapter(baseline(), adapter(active=(), host=host, device=DONE))
+        assert_clean("host_pin_follows_ownership", s)
+
+
+# ---- 7. scheduled implies owned and resident ----
+
+
+def scheduled(**changes: object) -> ScheduledView:
+    return attrs.evolve(ScheduledView(1, TASK, True, RUNNING_KV, None, 5), **changes)
+
+
+def test_scheduled_not_owned() -> None:
+    s = with_step(baseline(), after_prepare=(scheduled(owned_active=False),))
+    v = only("scheduled_owned_and_resident", s, "scheduled request 1 (adapter 7)")
+    assert (v.expected, v.found) == ("in active after prepare_resources", "not in active")
+
+
+def test_scheduled_without_adapter_needs_no_ownership() -> None:
+    s = with_step(baseline(), after_prepare=(scheduled(lora_task_id=None, owned_active=False),))
+    assert_clean("scheduled_owned_and_resident", s)
+
+
+def test_scheduled_ownership_not_judged_without_a_peft_manager() -> None:
+    s = attrs.evolve(
+        with_step(baseline(), after_prepare=(scheduled(owned_active=False),)),
+        adapters=(),
+        lora_caches=(),
+    )
+    assert_clean("scheduled_owned_and_resident", s)
+
+
+@pytest.mark.parametrize("kv", [SUSPENDED_KV, NO_CACHE], ids=["suspended", "none"])
+def test_scheduled_target_not_active(kv: CacheView) -> None:
+    s = with_step(baseline(), after_prepare=(scheduled(target=kv),))
+    v = only("scheduled_owned_and_resident", s, "scheduled request 1")
+    assert (v.expected, v.found) == ("target KV active", f"target KV {kv.residency.value}")
+
+
+def test_scheduled_capacity_too_small() -> None:
+    s = with_step(baseline(), after_prepare=(scheduled(tokens_needed=6),))
+    v = only("scheduled_owned_and_resident", s, "scheduled request 1")
+    assert (v.expected, v.found) == ("target KV capacity of at least 6 tokens", "capacity 5")
+    exact = with_step(baseline(), after_prepare=(scheduled(tokens_needed=5),))
+    assert_clean("scheduled_owned_and_resident", exact)
+
+
+def test_scheduled_draft_not_active_or_too_small() -> None:
+    s = baseline(draft=True)
+    assert_clean("scheduled_owned_and_resident", s)
+    v = only(
+        "scheduled_owned_and_resident",
+        with_step(s, after_prepare=(scheduled(draft=SUSPENDED_KV),)),
+        "scheduled request 1",
+    )
+    assert (v.expected, v.found) == ("draft KV active", "draft KV suspended")
+    small = attrs.evolve(RUNNING_KV, capacity=4)
+    v = only(
+        "scheduled_owned_and_resident",
+        with_step(s, after_prepare=(scheduled(draft=small),)),
+        "scheduled request 1",
+    )
+    assert v.expected == "draft KV capacity of at least 5 tokens"
+
+
+# ---- 8. output lists ----
+
+
+def context_world(*views: ListedView) -> Snapshot:
+    """Request 2 is listed for its first chunk of 6 tokens as well as request 1 generating."""
+    return with_output(baseline(), listed(1, "generation"), *views)
+
+
+def test_well_formed_lists_pass() -> None:
+    s = with_requests(baseline(), running(), waiting(), running(3, target=SUSPENDED_KV))
+    s = with_output(
+        s,
+        listed(1, "generation"),
+        listed(2, "context", chunk_size=4),
+        listed(3, "paused"),
+        listed(4, "recompute_paused"),
+    )
+    assert_clean("output_lists_well_formed", s)
+
+
+def test_no_output_no_verdict() -> None:
+    assert_clean("output_lists_well_formed", with_step(baseline(), output=None))
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("generation", "paused"), ("generation", "generation"), ("paused", "recompute_paused")],
+)
+def test_request_listed_twice(first: str, second: str) -> None:
+    s = with_output(baseline(), listed(1, first), listed(1, second))
+    found = assert_flags("output_lists_well_formed", s, "request 1")
+    assert [v.found for v in found if v.expected == "at most one place in the output"] == [
+        f"in {first} and {second}"
+    ]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"live": False, "schedulable": False},
+        {"schedulable": False, "state": DONE_STATE},
+    ],
+    ids=["not live", "not schedulable"],
+)
+def test_listed_request_not_live_or_schedulable(changes: dict[str, object]) -> None:
+    s = with_output(baseline(), listed(1, "generation", **changes))
+    v = only("output_lists_well_formed", s, "request 1")
+    assert v.expected == "only live, schedulable requests in generation"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"chunk_size": 0},
+        {"chunk_size": 7},
+        {"chunk_size": -1},
+        {"state": GEN},
+    ],
+    ids=["zero chunk", "chunk past the prompt", "negative chunk", "not CONTEXT_INIT"],
+)
+def test_context_request_out_of_range(changes: dict[str, object]) -> None:
+    v = only(
+        "output_lists_well_formed", context_world(listed(2, "context", **changes)), "request 2"
+    )
+    assert v.expected == "a context request with 0 < context_chunk_size <= 6"
+    assert_clean("output_lists_well_formed", context_world(listed(2, "context", chunk_size=6)))
+    assert_clean("output_lists_well_formed", context_world(listed(2, "context", chunk_size=1)))
+
+
+def test_generation_request_in_wrong_state() -> None:
+    s = with_output(baseline(), listed(1, "generation", state=CTX))
+    v = only("output_lists_well_formed", s, "request 1")
+    assert (v.expected, v.found) == (
+        "generation requests in GENERATION_IN_PROGRESS",
+        "CONTEXT_INIT",
+    )
+
+
+def test_paused_unstarted() -> None:
+    s = with_output(baseline(), listed(1, "generation"), listed(2, "paused", started=False))
+    v = only("output_lists_well_formed", s, "request 2")
+    assert v.expected == "paused requests started with KV not active"
+    assert v.found == "unstarted, KV suspended"
+
+
+def test_paused_still_active() -> None:
+    s = with_output(baseline(), listed(1, "paused", target=ACTIVE))
+    v = only("output_lists_well_formed", s, "request 1")
+    assert v.found == "started, KV active"
+    # The spec asks only for "not ACTIVE": SUSPENDED and NONE both pass.
+    for kv in (SUSPENDED, NONE):
+        assert_clean(
+            "output_lists_well_formed", with_output(baseline(), listed(1, "paused", target=kv))
+        )
+
+
+@pytest.mark.parametrize(
+    ("target", "draft", "found"),
+    [
+        (SUSPENDED, None, "target suspended, draft -"),
+        (ACTIVE, None, "target active, draft -"),
+        (NONE, ACTIVE, "target none, draft active"),
+        (NONE, SUSPENDED, "target none, draft suspended"),
+    ],
+)
+def test_recompute_paused_with_kv(target: Residency, draft: Residency | None, found: str) -> None:
+    s = with_output(baseline(), listed(1, "recompute_paused", target=target, draft=draft))
+    v = only("output_lists_well_formed", s, "request 1")
+    assert (v.expected, v.found) == ("recompute-paused requests with no KV in any pool", found)
+
+
+def test_recompute_paused_with_no_kv_anywhere_passes() -> None:
+    for draft in (None, NONE):
+        s = with_output(baseline(), listed(1, "recompute_paused", draft=draft))
+        assert_clean("output_lists_well_formed", s)
+
+
+def scheduler_free(**changes: object) -> Call:
+    freed = call(
+        "free_resources",
+        1,
+        component="target",
+        had_cache=True,
+        was_active=True,
+        started=True,
+    )
+    return attrs.evolve(freed, **changes)
+
+
+def test_started_request_freed_but_not_listed_as_recompute_paused() -> None:
+    s = with_calls(with_output(baseline()), scheduler_free())
+    v = only("output_lists_well_formed", s, "request 1")
+    assert v.found == "freed but not listed"
+    listed_too = with_calls(
+        with_output(baseline(), listed(1, "recompute_paused")), scheduler_free()
+    )
+    assert_clean("output_lists_well_formed", listed_too)
+
+
+@pytest.mark.parametrize(
+    "freed",
+    [
+        scheduler_free(detail=(("had_cache", True), ("was_active", True), ("started", False))),
+        scheduler_free(caller="free_resources"),
+        scheduler_free(component="draft"),
+        scheduler_free(method="suspend_request"),
+    ],
+    ids=["unstarted", "freed by the executor", "draft pool", "suspended, not freed"],
+)
+def test_frees_that_need_no_recompute_listing(freed: Call) -> None:
+    assert_clean("output_lists_well_formed", with_calls(with_output(baseline()), freed))
+
+
+# ---- 9. draft mirrors target ----
+
+
+@pytest.mark.parametrize("draft", [SUSPENDED_KV, NO_CACHE], ids=["draft suspended", "draft freed"])
+def test_draft_differs_from_target(draft: CacheView) -> None:
+    s = baseline(draft=True)
+    assert_clean("draft_mirrors_target", s)
+    broken = with_requests(s, running(draft=draft), waiting(draft=NO_CACHE))
+    v = only("draft_mirrors_target", broken, "request 1 (adapter 7)")
+    assert (v.expected, v.found) == (
+        "draft KV active, as the target",
+        f"draft KV {draft.residency.value}",
+    )
+
+
+def test_draft_judged_by_residency_alone() -> None:
+    # Different capacities or pages in the two pools are fine.
+    s = with_requests(
+        baseline(draft=True), running(draft=attrs.evolve(RUNNING_KV, capacity=8)), waiting()
+    )
+    assert_clean("draft_mirrors_target", s)
+
+
+def test_no_draft_pool_nothing_to_mirror() -> None:
+    s = with_requests(baseline(), running(draft=None), running(3, lora_task_id=None, draft=None))
+    assert_clean("draft_mirrors_target", s)
+    broken = with_requests(baseline(), running(3, lora_task_id=None, draft=NO_CACHE))
+    only("draft_mirrors_target", broken, "request 3 (no adapter)")
+
+
+# ---- 10. pages conserved ----
+
+
+@pytest.mark.parametrize(
+    ("tier", "changes"),
+    [
+        ("device", {"device_free": 7}),
+        ("device", {"device_free": 5}),
+        ("host", {"host_free": 3}),
+        ("host", {"host_capacity": 5}),
+    ],
+)
+def test_free_plus_held_mismatch(tier: str, changes: dict[str, int]) -> None:
+    s = attrs.evolve(baseline(), pools=(attrs.evolve(pool(), **changes),))
+    v = only("pages_conserved", s, f"target pool, {tier} tier")
+    assert v.expected.startswith("free + held = ")
+
+
+def test_negative_free_is_flagged_even_if_it_adds_up() -> None:
+    over = PoolView("target", 8, -2, 4, 4, ((1, 10, 0),))
+    s = attrs.evolve(baseline(), pools=(over,))
+    v = only("pages_conserved", s, "target pool, device tier")
+    assert v.found == "-2 free + 10 held"
+
+
+def test_mismatch_in_the_draft_pool() -> None:
+    s = baseline(draft=True)
+    broken = attrs.evolve(s, pools=(pool(), attrs.evolve(pool("draft"), host_free=0)))
+    only("pages_conserved", broken, "draft pool, host tier")
+
+
+def test_holder_not_live() -> None:
+    s = attrs.evolve(baseline(), pools=(pool(holders=((1, 2, 0), (99, 1, 2))),))
+    v = only("pages_conserved", s, "target pool")
+    assert v.found == "request 99 holds 1 device and 2 host pages"
+    # The same pages held by a live request are fine.
+    alive = with_requests(s, running(), waiting(), running(99, target=SUSPENDED_KV))
+    assert_clean("pages_conserved", alive)
+
+
+@pytest.mark.parametrize("name", ["device", "host"])
+def test_lora_cache_mismatch(name: str) -> None:
+    caches = tuple(attrs.evolve(c, free=c.free + 1) if c.name == name else c for c in lora_caches())
+    s = attrs.evolve(baseline(), lora_caches=caches)
+    v = only("pages_conserved", s, f"{name} LoRA cache")
+    held = ADAPTER_PAGES
+    assert v.found == f"{caches[0 if name == 'device' else 1].free} free + {held} held"
+
+
+def test_lora_cache_counts_done_entries_as_held() -> None:
+    s = attrs.evolve(baseline(), lora_caches=lora_caches(DONE))
+    assert_clean("pages_conserved", s)
+
+
+# ---- 11. no scheduler-caused fault ----
+
+
+def peft_failure(exception: str, registered_before: bool) -> StepError:
+    return StepError(
+        "add_request_peft_failed",
+        f"add_request_peft(2) raised {exception}: ...",
+        request_id=2,
+        exception=exception,
+        registered_before=registered_before,
+    )
+
+
+@pytest.mark.parametrize("exception", ["LoraCacheFullException", "PeftTaskNotCachedException"])
+def test_ensure_batch_failure_is_flagged(exception: str) -> None:
+    err = StepError("ensure_batch_failed", f"ensure_batch raised {exception}", exception=exception)
+    v = only("no_scheduler_caused_fault", with_errors(baseline(), err), "the batch")
+    assert v.found == f"ensure_batch raised {exception}"
+
+
+def test_not_cached_for_a_registered_request_is_flagged() -> None:
+    s = with_errors(baseline(), peft_failure("PeftTaskNotCachedException", True))
+    v = only("no_scheduler_caused_fault", s, "request 2")
+    assert v.found.startswith("add_request_peft(2) raised PeftTaskNotCachedException")
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        peft_failure("PeftTaskNotCachedException", False),
+        peft_failure("LoraCacheFullException", True),
+        peft_failure("LoraCacheFullException", False),
+        StepError("scheduler_raised", "schedule_request raised ValueError: x"),
+    ],
+    ids=["not cached, never registered", "host full, registered", "host full, new", "other"],
+)
+def test_allowed_failures(err: StepError) -> None:
+    assert_clean("no_scheduler_caused_fault", with_errors(baseline(), err))
+
+
+# ---- the scheduler protocol ----
+
+
+@pytest.mark.parametrize("kind", ["scheduler_raised", "scheduler_hung", "malformed_output"])
+def test_scheduler_protocol_errors(kind: str) -> None:
+    s = with_errors(baseline(), StepError(kind, f"what happened: {kind}"))
+    v = only("scheduler_protocol", s, "the scheduler")
+    assert v.found == f"what happened: {kind}"
+
+
+@pytest.mark.parametrize("kind", ["ensure_batch_failed", "add_request_peft_failed"])
+def test_engine_faults_are_not_protocol_errors(kind: str) -> None:
+    assert_clean("scheduler_protocol", with_errors(baseline(), StepError(kind, "x")))
+
+
+# ---- check() ----
+
+
+def test_check_reports_the_steps_faults_first_then_spec_order() -> None:
+    s = with_errors(
+        with_adapter(baseline(), adapter(active=(1,), paused=(1,))),
+        StepError("scheduler_hung", "late"),
+    )
+    names = [v.invariant for v in check(s)]
+    # A fault the engine met explains the broken state after it, so it leads.
+    assert names[0] == "scheduler_protocol"
+    assert names[1:] == sorted(names[1:], key=list(INVARIANTS).index)
+    assert {"exclusive_ownership", "ownership_follows_residency", "scheduler_protocol"} <= set(
+        names
+    )
+
+
+# ---- Violation ----
+
+
+def test_violation_str() -> None:
+    v = Violation("pages_conserved", "target pool, device tier", "free + held = 8", "7 + 2", 12)
+    assert str(v) == (
+        "pages_conserved: target pool, device tier at iteration 12: "
+        "expected free + held = 8, found 7 + 2"
+    )
+
+
+def test_violation_iteration_defaults_to_zero() -> None:
+    assert str(Violation("x", "y", "a", "b")) == "x: y at iteration 0: expected a, found b"
+
+
+def test_violations_carry_the_snapshot_iteration() -> None:
+    s = attrs.evolve(with_adapter(baseline(), adapter(active=(1,), paused=(1,))), iteration=41)
+    assert {v.iteration for v in check(s)} == {41}
+
+
+# ---- 12. the drain ----
+
+
+class NeverSchedules:
+    """A scheduler that lists nothing, ever."""
+
+    def __init__(self, env: object) -> None:
+        pass
+
+    def schedule_request(self, active_requests: object, inflight: object) -> SchedulerOutput:
+        return SchedulerOutput()
+
+
+class StatelessNeverSchedules(NeverSchedules):
+    keeps_no_state_between_passes = True
+
+
+def reference_engine() -> Engine:
+    engine = Engine(EngineConfig(adapter_pages=((1, 2), (2, 2))), ReferenceScheduler)
+    engine.submit(lora_task_id=1, lora_weights=True, prompt_len=4, max_new_tokens=3)
+    engine.submit(lora_task_id=2, lora_weights=True, prompt_len=6, max_new_tokens=2)
+    engine.submit(prompt_len=5, max_new_tokens=2)
+    return engine
+
+
+def test_drain_bound_counts_remaining_prompt_and_output_tokens() -> None:
+    engine = reference_engine()
+    # (4 + 3) + (6 + 2) + (5 + 2) = 22 tokens left.
+    assert drain_bound(engine) == 50 + 4 * 22
+    engine.step()  # every prompt prefilled, one token generated each
+    assert drain_bound(engine) == 50 + 4 * (2 + 1 + 1)
+
+
+def test_drain_bound_of_an_empty_engine() -> None:
+    assert drain_bound(Engine(EngineConfig(), ReferenceScheduler)) == 50
+
+
+def test_reference_engine_drains_clean() -> None:
+    engine = reference_engine()
+    result = drain(engine)
+    assert isinstance(result, DrainResult)
+    assert result.violations == ()
+    assert result.bound == 138
+    assert 0 < result.iterations == len(result.snapshots) <= result.bound
+    assert engine.live_requests == []
+    end = engine.snapshot()
+    assert check(end) == []
+    assert all(not a.active and not a.paused for a in end.adapters)
+    assert all(a.device is None or not a.device.in_use for a in end.adapters)
+    assert all(a.host is None or not a.host.in_use for a in end.adapters)
+    assert all(p.holders == () and p.device_free == p.device_capacity for p in end.pools)
+    assert all(p.host_free == p.host_capacity for p in end.pools)
+
+
+def test_drain_of_a_partly_run_engine() -> None:
+    engine = reference_engine()
+    engine.step()
+    result = drain(engine)
+    assert result.violations == ()
+    assert result.bound == 66
+    assert engine.live_requests == []
+
+
+def test_drain_stops_at_the_first_violating_step() -> None:
+    engine = reference_engine()
+    flag = Violation("test", "the world", "nothing", "something")
+    result = drain(engine, checker=lambda s: [flag])
+    assert result.iterations == 1
+    assert result.violations == (flag,)
+    assert engine.live_requests != []
+
+
+def test_stateless_scheduler_that_never_schedules_is_a_livelock() -> None:
+    engine = Engine(EngineConfig(), StatelessNeverSchedules)
+    engine.submit(prompt_len=1, max_new_tokens=1)
+    result = drain(engine)
+    assert result.iterations == 2  # the second world repeats the first
+    (v,) = result.violations
+    assert (v.invariant, v.subject) == ("drain_completes", "requests [1]")
+    assert v.found.startswith("livelock: the world repeated exactly")
+    assert v.expected == "every request finished or failed"
+
+
+def test_stateful_scheduler_that_never_schedules_runs_to_the_bound() -> None:
+    engine = Engine(EngineConfig(), NeverSchedules)
+    engine.submit(prompt_len=1, max_new_tokens=1)
+    bound = drain_bound(engine)
+    assert bound == 58
+    result = drain(engine)
+    assert result.iterations == bound == result.bound
+    (v,) = result.violations
+    assert (v.invariant, v.subject) == ("drain_completes", "requests [1]")
+    assert v.found == f"still live after {bound} iterations ({bound} drain steps)"
+
+
+def test_can_drain() -> None:
+    base = EngineConfig(adapter_pages=((1, 2),))
+    assert can_drain(base, [(1, 4, 3), (None, 5, 2)])
+    assert can_drain(base, [])
+    # 60 + 5 tokens need 17 pages of 4; the device has 16.
+    assert not can_drain(base, [(None, 60, 5)])
+    assert can_drain(base, [(None, 60, 4)])
+    # The draft pool must fit it too.
+    assert not can_drain(attrs.evolve(base, draft_device_pages=2), [(None, 8, 2)])
+    # The device LoRA cache must hold the largest adapter.
+    assert not can_drain(attrs.evolve(base, adapter_pages=((1, 5),)), [])
+    # Without chunking the longest context must fit max_num_tokens.
+    assert not can_drain(attrs.evolve(base, max_num_tokens=8), [(None, 6, 4)])
+    assert can_drain(attrs.evolve(base, max_num_tokens=8), [(None, 6, 3)])
+    assert can_drain(
+        attrs.evolve(base, max_num_tokens=8, enable_chunked_context=True), [(None, 6, 4)]
+    )
+    # Without recompute pause the lower tier must take every cache.
+    no_recompute = attrs.evolve(base, enable_recompute_pause=False, host_pages=4)
+    assert can_drain(no_recompute, [(None, 4, 4), (None, 4, 4)])
+    assert not can_drain(no_recompute, [(None, 4, 4), (None, 4, 5)])
+
+
+def test_a_request_too_big_for_the_device_does_not_bind_the_drain() -> None:
+    config = EngineConfig(device_pages=2)
+    assert not can_drain(config, [(None, 10, 2)])
+    engine = Engine(config, ReferenceScheduler)
+    engine.submit(prompt_len=10, max_new_tokens=2)
+    result = drain(engine)
+    assert result.violations == ()
+    assert result.iterations == result.bound == 50 + 4 * 12
+    assert len(engine.live_requests) == 1
+
+
+def test_no_livelock_verdict_where_the_drain_does_not_bind() -> None:
+    config = EngineConfig(device_pages=2)
+    engine = Engine(config, StatelessNeverSchedules)
+    engine.submit(prompt_len=10, max_new_tokens=2)
+    result = drain(engine)
+    assert result.violations == ()
+    assert result.iterations == result.bound
+
+
+def test_drain_clears_faults() -> None:
+    engine = reference_engine()
+    engine.kv_cache_manager.refuse_next_resumes(3)
+    engine.kv_cache_manager.fail_next_grows(3)
+    result = drain(engine)
+    assert engine.kv_cache_manager.pending_faults == (0, 0)
+    assert result.violations == ()
+
+
+def empty_world(**changes: object) -> Snapshot:
+    world = Snapshot(
+        iteration=9,
+        requests=(),
+        ended=((1, "finished"),),
+        adapters=(adapter(active=(), device=DONE, host=DONE),),
+        pools=(pool(holders=()),),
+        lora_caches=lora_caches(DONE),
+        step=None,
+    )
+    return attrs.evolve(world, **changes)
+
+
+def test_drained_world_is_empty() -> None:
+    assert list(_drained_empty(empty_world())) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "subject"),
+    [
+        ({"adapters": (adapter(active=(), paused=(1,), device=DONE, host=DONE),)}, "adapter 7"),
+        ({"adapters": (adapter(active=(1,), device=DONE, host=DONE),)}, "adapter 7"),
+        ({"adapters": (adapter(active=(), device=IN_USE, host=DONE),)}, "adapter 7"),
+        ({"adapters": (adapter(active=(), device=DONE, host=IN_USE),)}, "adapter 7"),
+        ({"pools": (pool(holders=((1, 0, 0),)),)}, "target pool"),
+        ({"pools": (attrs.evolve(pool(holders=()), device_free=7),)}, "target pool"),
+    ],
+    ids=["paused owner", "active owner", "device in use", "host in use", "holder", "pages held"],
+)
+def test_drained_world_with_something_left(changes: dict[str, object], subject: str) -> None:
+    found = list(_drained_empty(empty_world(**changes)))
+    assert found
+    assert {v.invariant for v in found} == {"drain_completes"}
+    assert subject in {v.subject for v in found}
+
+
+def test_drained_world_not_judged_while_requests_live() -> None:
+    world = empty_world(
+        requests=(running(),),
+        adapters=(adapter(active=(1,)),),
+        pools=(pool(),),
+    )
+    assert list(_drained_empty(world)) == []
