@@ -12,13 +12,22 @@ the reports.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from functools import cache
 from typing import Any, ClassVar
 
 import attrs
-from hypothesis import event
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, precondition, rule
+import hypothesis
+from hypothesis import Phase, event
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from peftlife import invariants, scenarios, sut
 from peftlife.engine import Engine, EngineConfig
@@ -235,3 +244,61 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     Machine.coverage = Counter()
     Machine.examples = 0
     return Machine
+
+
+@attrs.frozen
+class SearchResult:
+    """How one search of one SUT in one scenario ended."""
+
+    sut: str
+    scenario: str
+    failure: LifecycleFailure | None
+    examples: int
+    seconds: float
+    coverage: Counter[str]
+
+    @property
+    def held(self) -> bool:
+        return self.failure is None
+
+
+def search(
+    sut_spec: str,
+    scenario: str,
+    settings: hypothesis.settings,
+    *,
+    shrink: bool = True,
+    seed: int | None = None,
+) -> SearchResult:
+    """Run the machine for one SUT and scenario; a finding is returned, not raised.
+
+    ``shrink=False`` stops at the first failing example (all a gate needs to
+    know); ``seed`` replaces the profile's randomness with a fixed seed.
+    Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
+    """
+    base = lifecycle_machine(sut_spec, scenario)
+    # A fresh subclass per search: its own counters, its own seed.
+    machine: Any = type(base.__name__, (base,), {"coverage": Counter(), "examples": 0})
+    phases = [p for p in settings.phases if shrink or p is not Phase.shrink]
+    run_settings = hypothesis.settings(
+        settings,
+        phases=phases,
+        report_multiple_bugs=False,
+        derandomize=settings.derandomize and seed is None,
+    )
+    if seed is not None:
+        machine = hypothesis.seed(seed)(machine)
+    failure = None
+    start = time.perf_counter()
+    try:
+        run_state_machine_as_test(machine, settings=run_settings)
+    except LifecycleFailure as found:
+        failure = found
+    return SearchResult(
+        sut_spec,
+        scenario,
+        failure,
+        machine.examples,
+        time.perf_counter() - start,
+        machine.coverage,
+    )

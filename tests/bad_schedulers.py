@@ -1,0 +1,46 @@
+"""Schedulers that break the protocol, loaded by SUT string in the machine tests."""
+
+from __future__ import annotations
+
+from peftlife.engine import Environment
+from peftlife.request import Request
+from peftlife.scheduler import ReferenceScheduler
+from peftlife.sut import SchedulerOutput
+
+
+class Raising(ReferenceScheduler):
+    """Raises once it has two requests to think about."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        if len(active_requests) > 1:
+            raise RuntimeError("scheduler bug")
+        return super().schedule_request(active_requests, inflight_request_ids)
+
+
+class Twice(ReferenceScheduler):
+    """Lists a scheduled generation request a second time."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        out = super().schedule_request(active_requests, inflight_request_ids)
+        out.generation_requests.extend(out.generation_requests)
+        return out
+
+
+class UnknownId(ReferenceScheduler):
+    """Returns a request the engine never submitted."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        out = super().schedule_request(active_requests, inflight_request_ids)
+        out.paused_requests.append(Request(10_000, None, False, prompt_len=1, max_new_tokens=1))
+        return out
+
+
+def not_a_scheduler(env: Environment) -> object:
+    """A factory whose product has no schedule_request at all."""
+    return object()

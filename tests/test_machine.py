@@ -1,0 +1,85 @@
+"""The lifecycle state machine: the reference holds, every mutant is caught by search.
+
+These run under the ``ci`` settings profile whatever profile the suite loaded,
+because the gate's verdicts are only meaningful at the budget CI uses.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from peftlife import lifecycle_machine, profiles
+from peftlife.machine import COVERAGE_LABELS, SearchResult, search
+from peftlife.mutants import CATALOGUE, Mutant
+from peftlife.scenarios import shipped_names
+
+CI = profiles.get("ci")
+SCENARIOS = shipped_names()
+
+# The user-facing form: one line turns a SUT and a scenario into a test case.
+TestReferenceDefault = lifecycle_machine("reference", "default").TestCase
+
+
+@pytest.fixture(scope="module")
+def reference_runs() -> dict[str, SearchResult]:
+    return {scenario: search("reference", scenario, CI) for scenario in SCENARIOS}
+
+
+def test_the_shipped_scenarios_are_the_advertised_ones() -> None:
+    expected = {"default", "tight-lora-cache", "kv-pressure", "draft-pool", "chunked-prefill"}
+    assert expected | {"no-lower-tier"} <= set(SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_reference_holds(reference_runs: dict[str, SearchResult], scenario: str) -> None:
+    result = reference_runs[scenario]
+    assert result.held, str(result.failure)
+    assert result.examples >= 100
+
+
+def test_every_rule_and_path_is_reached(reference_runs: dict[str, SearchResult]) -> None:
+    """A change that starves a rule or a scheduler path fails CI here."""
+    seen: Counter[str] = Counter()
+    for result in reference_runs.values():
+        seen.update(result.coverage)
+    rules = {f"rule: {r}" for r in ("submit", "step", "cancel", "refuse_resume", "fail_grow")}
+    missing = sorted((set(COVERAGE_LABELS) | rules) - set(seen))
+    assert not missing, f"never reached: {missing}; reached: {dict(seen)}"
+
+
+def catch(mutant: Mutant) -> SearchResult:
+    """Search every shipped scenario in turn until one finds the mutant."""
+    result = None
+    for scenario in SCENARIOS:
+        result = search(f"mutant:{mutant.name}", scenario, CI, shrink=False)
+        if not result.held:
+            return result
+    assert result is not None
+    return result
+
+
+@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+def test_mutation_gate(mutant: Mutant) -> None:
+    result = catch(mutant)
+    assert result.failure is not None, f"{mutant.name} escaped every shipped scenario"
+    assert result.failure.invariant in mutant.acceptable, (
+        f"{mutant.name} was caught by {result.failure.invariant} in {result.scenario}, "
+        f"not by one of {mutant.acceptable}: {result.failure}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("factory", "invariant"),
+    [
+        ("tests.bad_schedulers:Raising", "scheduler_protocol"),
+        ("tests.bad_schedulers:Twice", "output_lists_well_formed"),
+        ("tests.bad_schedulers:UnknownId", "scheduler_protocol"),
+        ("tests.bad_schedulers:not_a_scheduler", "scheduler_protocol"),
+    ],
+)
+def test_a_broken_scheduler_is_a_finding_not_a_crash(factory: str, invariant: str) -> None:
+    result = search(factory, "default", CI, shrink=False)
+    assert result.failure is not None
+    assert result.failure.invariant == invariant, str(result.failure)
