@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from typing import Any, ClassVar
 
@@ -112,6 +113,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     # Shared by every example of this class, for the coverage test and the gate.
     coverage: ClassVar[Counter[str]]
     examples: ClassVar[int]
+    # Told (examples so far, iterations so far) as each example starts, for progress displays.
+    progress: ClassVar[Callable[[int, int], None] | None] = None
+    iterations: ClassVar[int] = 0
+    examples_to_first_failure: ClassVar[int] = 0
 
     def __init__(self) -> None:
         super().__init__()
@@ -147,6 +152,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _observe(self, snapshot: Snapshot, during: str = "step") -> list[Violation]:
         self.snapshots.append(snapshot)
+        type(self).iterations += 1
         for label in path_labels(snapshot):
             self._label(label)
         for call in snapshot.step.calls if snapshot.step else ():
@@ -158,6 +164,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         violations = invariants.check(snapshot)
         if violations:
             self.failed = True
+            cls = type(self)
+            cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
             raise LifecycleFailure(violations, self._run(), during)
         return violations
 
@@ -195,7 +203,10 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
         def build_world(self, config: EngineConfig) -> None:
             self.config = config
             self.engine = Engine(config, factory)
-            type(self).examples += 1
+            cls = type(self)
+            cls.examples += 1
+            if cls.progress is not None:
+                cls.progress(cls.examples, cls.iterations)
 
         @precondition(lambda self: self.submitted < s.max_requests)
         @rule(
@@ -253,7 +264,9 @@ class SearchResult:
     sut: str
     scenario: str
     failure: LifecycleFailure | None
+    # Examples run in all, and how many it took to meet the first failure.
     examples: int
+    examples_to_find: int
     seconds: float
     coverage: Counter[str]
 
@@ -269,6 +282,7 @@ def search(
     *,
     shrink: bool = True,
     seed: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
@@ -278,7 +292,17 @@ def search(
     """
     base = lifecycle_machine(sut_spec, scenario)
     # A fresh subclass per search: its own counters, its own seed.
-    machine: Any = type(base.__name__, (base,), {"coverage": Counter(), "examples": 0})
+    machine: Any = type(
+        base.__name__,
+        (base,),
+        {
+            "coverage": Counter(),
+            "examples": 0,
+            "iterations": 0,
+            "examples_to_first_failure": 0,
+            "progress": None if progress is None else staticmethod(progress),
+        },
+    )
     phases = [p for p in settings.phases if shrink or p is not Phase.shrink]
     run_settings = hypothesis.settings(
         settings,
@@ -299,6 +323,7 @@ def search(
         scenario,
         failure,
         machine.examples,
+        machine.examples_to_first_failure,
         time.perf_counter() - start,
         machine.coverage,
     )

@@ -63,7 +63,9 @@ def load(spec: str) -> SchedulerFactory:
         return mutants.factory(spec.removeprefix("mutant:"))
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise SUTError(f"unknown SUT {spec!r}: use {FORMS}")
+        from peftlife.mutants import BY_NAME
+
+        raise SUTError(f"unknown SUT {spec!r}: use {FORMS}; mutants: {', '.join(BY_NAME)}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:

@@ -1,0 +1,306 @@
+"""The ``peftlife`` command: check a scheduler, run the mutant gate, replay a report.
+
+Exit codes: 0 every example held (or, for ``mutants``, the reference held and
+every mutant was caught); 1 a counterexample was found; 2 bad input, with a
+one-line message that says how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import attrs
+import hypothesis
+from rich.console import Console
+from rich.table import Table
+
+from peftlife import profiles, report, scenarios, sut
+from peftlife.machine import SearchResult, search
+from peftlife.mutants import CATALOGUE, Mutant
+
+EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """Bad input at the front door: exit 2 with this one-line message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, with the fix, instead of argparse's usage block.
+        raise BadInput(f"{message} (see '{self.prog} --help')")
+
+
+# ---- shared pieces ----
+
+
+def _settings(profile: str) -> hypothesis.settings:
+    # The story is ours to tell: Hypothesis's own falsifying-example print is noise here.
+    return hypothesis.settings(profiles.get(profile), verbosity=hypothesis.Verbosity.quiet)
+
+
+def _validate(sut_spec: str, scenario: str) -> None:
+    try:
+        sut.load(sut_spec)
+        scenarios.load(scenario)
+    except (sut.SUTError, scenarios.ScenarioError) as err:
+        raise BadInput(str(err)) from err
+
+
+@contextmanager
+def _progress(console: Console, label: str, show: bool) -> Iterator[Callable[[int, int], None]]:
+    """A status line (examples, iterations, elapsed) on a terminal; silent elsewhere."""
+    if not (show and console.is_terminal):
+        yield lambda examples, iterations: None
+        return
+    start = time.perf_counter()
+    with console.status(label) as status:
+
+        def update(examples: int, iterations: int) -> None:
+            elapsed = time.perf_counter() - start
+            status.update(f"{label}: {examples} examples, {iterations} iterations, {elapsed:.0f} s")
+
+        yield update
+
+
+# ---- peftlife check ----
+
+
+def cmd_check(args: argparse.Namespace, console: Console) -> int:
+    _validate(args.sut, args.scenario)
+    settings = _settings(args.profile)
+    with _progress(console, f"checking {args.sut} in {args.scenario}", not args.quiet) as tick:
+        result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
+    if result.failure is None:
+        if not args.quiet:
+            console.print(
+                f"held: {result.examples} examples of {args.sut} in scenario "
+                f"{args.scenario} ({args.profile} profile, {result.seconds:.1f} s)"
+            )
+        return EXIT_HELD
+    case = report.Case.from_failure(result.failure, seed=args.seed, profile=args.profile)
+    outcome = report.replay(case)
+    if not args.quiet:
+        report.render_terminal(case, outcome, console)
+        console.print()
+    paths = report.write(case, outcome, Path(args.report_dir))
+    console.print(
+        f"counterexample found after {result.examples_to_find} examples, shrunk to "
+        f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
+    )
+    if outcome.held:
+        console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
+    return EXIT_FOUND
+
+
+# ---- peftlife mutants ----
+
+
+@attrs.frozen
+class GateRow:
+    mutant: str
+    caught: bool
+    scenario: str
+    invariant: str
+    acceptable: bool
+    examples: int
+    shrunk_steps: int | None
+    seconds: float
+
+
+def gate_one(mutant: Mutant, profile: str, shrink: bool) -> GateRow:
+    """Search the shipped scenarios in turn until one catches the mutant; then shrink it."""
+    settings = _settings(profile)
+    spec = f"mutant:{mutant.name}"
+    start = time.perf_counter()
+    found: SearchResult | None = None
+    examples = 0
+    for scenario in scenarios.shipped_names():
+        found = search(spec, scenario, settings, shrink=False)
+        if found.failure is not None:
+            examples += found.examples_to_find
+            break
+        examples += found.examples
+    if found is None or found.failure is None:
+        return GateRow(mutant.name, False, "-", "-", False, examples, None, _since(start))
+    shrunk_steps = None
+    if shrink:
+        shrunk = search(spec, found.scenario, settings)
+        if shrunk.failure is not None:
+            shrunk_steps = len(shrunk.failure.run.actions)
+    invariant = found.failure.invariant
+    return GateRow(
+        mutant.name,
+        True,
+        found.scenario,
+        invariant,
+        invariant in mutant.acceptable,
+        examples,
+        shrunk_steps,
+        _since(start),
+    )
+
+
+def _since(start: float) -> float:
+    return round(time.perf_counter() - start, 1)
+
+
+def _reference_row(scenario: str, profile: str) -> GateRow:
+    result = search("reference", scenario, _settings(profile), shrink=False)
+    invariant = "-" if result.failure is None else result.failure.invariant
+    return GateRow(
+        f"reference @ {scenario}",
+        result.failure is not None,
+        scenario,
+        invariant,
+        result.failure is None,
+        result.examples,
+        None,
+        round(result.seconds, 1),
+    )
+
+
+def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
+    jobs = max(1, args.jobs)
+    tasks: list[tuple[Callable[..., GateRow], tuple[Any, ...]]] = [
+        (_reference_row, (scenario, args.profile)) for scenario in scenarios.shipped_names()
+    ]
+    tasks += [(gate_one, (m, args.profile, not args.no_shrink)) for m in CATALOGUE]
+    with _progress(console, "running the mutant gate", not args.quiet) as tick:
+        if jobs == 1:
+            rows = []
+            for fn, fn_args in tasks:
+                rows.append(fn(*fn_args))
+                tick(len(rows), 0)
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                rows = list(pool.map(_call, tasks))
+    reference = [r for r in rows if r.mutant.startswith("reference")]
+    mutants = [r for r in rows if not r.mutant.startswith("reference")]
+    ok = all(r.acceptable for r in reference) and all(r.caught and r.acceptable for r in mutants)
+    table = Table(title="peftlife mutant gate", title_justify="left")
+    for column in ("mutant", "caught", "invariant"):
+        table.add_column(column)
+    for column in ("examples to find", "shrunk steps", "seconds"):
+        table.add_column(column, justify="right")
+    for r in reference:
+        held = "held" if r.acceptable else "FAILED"
+        table.add_row(r.mutant, held, r.invariant, str(r.examples), "-", f"{r.seconds:.1f}")
+    for r in mutants:
+        caught = f"yes, in {r.scenario}" if r.caught else "NO"
+        if r.caught and not r.acceptable:
+            caught += " (unexpected invariant)"
+        steps = "-" if r.shrunk_steps is None else str(r.shrunk_steps)
+        table.add_row(r.mutant, caught, r.invariant, str(r.examples), steps, f"{r.seconds:.1f}")
+    console.print(table)
+    verdict = "the reference held and every mutant was caught" if ok else "the gate FAILED"
+    console.print(verdict)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"ok": ok, "rows": [attrs.asdict(r) for r in rows]}, indent=1) + "\n",
+            "utf-8",
+        )
+    return EXIT_HELD if ok else EXIT_FOUND
+
+
+def _call(task: tuple[Callable[..., GateRow], tuple[Any, ...]]) -> GateRow:
+    fn, fn_args = task
+    return fn(*fn_args)
+
+
+# ---- peftlife replay ----
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    try:
+        case = report.load_json(Path(args.report))
+    except report.ReportError as err:
+        raise BadInput(str(err)) from err
+    spec = args.sut or case.sut
+    try:
+        sut.load(spec)
+    except sut.SUTError as err:
+        raise BadInput(str(err)) from err
+    outcome = report.replay(case, sut=spec)
+    if spec != case.sut:
+        case = attrs.evolve(case, sut=spec)
+    if not args.quiet:
+        report.render_terminal(case, outcome, console)
+    return EXIT_HELD if outcome.held else EXIT_FOUND
+
+
+# ---- peftlife scenarios ----
+
+
+def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
+    table = Table(title="shipped scenario profiles (--scenario NAME, or a path to a .toml)")
+    table.add_column("name")
+    table.add_column("what it stresses")
+    for name in scenarios.shipped_names():
+        table.add_row(name, scenarios.load(name).description)
+    console.print(table)
+    return EXIT_HELD
+
+
+# ---- the parser ----
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="peftlife", description=__doc__)
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser, required=True)
+
+    check = commands.add_parser("check", help="search for a counterexample in one scheduler")
+    check.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
+    check.add_argument("--scenario", default="default", help="a shipped scenario or a .toml path")
+    check.add_argument("--profile", default="ci", choices=profiles.NAMES)
+    check.add_argument(
+        "--seed", type=int, default=None, help="a fixed seed (default: derandomized)"
+    )
+    check.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
+    check.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
+    check.set_defaults(run=cmd_check)
+
+    gate = commands.add_parser("mutants", help="the reference and every mutant of the catalogue")
+    gate.add_argument("--profile", default="ci", choices=profiles.NAMES)
+    gate.add_argument("--json", default=None, help="also write the table as JSON to this file")
+    gate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    gate.add_argument("--no-shrink", action="store_true", help="skip shrinking (no step counts)")
+    gate.add_argument("-q", "--quiet", action="store_true")
+    gate.set_defaults(run=cmd_mutants)
+
+    replay = commands.add_parser("replay", help="replay a saved report deterministically")
+    replay.add_argument("report", help="a report's .json file")
+    replay.add_argument("--sut", default=None, help="replay against this scheduler instead")
+    replay.add_argument("-q", "--quiet", action="store_true")
+    replay.set_defaults(run=cmd_replay)
+
+    listing = commands.add_parser("scenarios", help="list the shipped scenario profiles")
+    listing.set_defaults(run=cmd_scenarios)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Let a SUT string name a module of the project the command runs in, as pytest does.
+    sys.path.insert(0, os.getcwd())
+    # Off a terminal (CI logs, pipes) lines are kept long rather than wrapped at 80.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    try:
+        args = _parser().parse_args(argv)
+        code: int = args.run(args, console)
+    except BadInput as err:
+        print(f"peftlife: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The pytest plugin, registered through the ``pytest11`` entry point.
+
+Options:
+
+* ``--peftlife-sut SPEC``: the scheduler the ``peftlife_sut`` fixture names, and
+  the one kept regression tests replay against;
+* ``--peftlife-scenario NAME|PATH``: the scenario the ``peftlife_scenario``
+  fixture names;
+* ``--peftlife-report-dir DIR``: where a failing machine test writes its JSON,
+  Markdown and regression-test reports.
+
+A failing machine test (one that raised ``LifecycleFailure``) also gets the
+violated invariant and the report path as properties in the JUnit XML
+(``--junitxml``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from peftlife import report, scenarios, sut
+from peftlife.machine import LifecycleFailure, SearchResult, search
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("peftlife", "peftlife lifecycle harness")
+    group.addoption("--peftlife-sut", default=None, help=f"scheduler under test: {sut.FORMS}")
+    group.addoption(
+        "--peftlife-scenario", default=None, help="scenario profile: a shipped name or a .toml"
+    )
+    group.addoption("--peftlife-report-dir", default=None, help="write counterexample reports here")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Bad input at the front door: one line that says how to fix it, exit 2.
+    try:
+        if spec := config.getoption("peftlife_sut"):
+            sut.load(spec)
+        if scenario := config.getoption("peftlife_scenario"):
+            scenarios.load(scenario)
+    except (sut.SUTError, scenarios.ScenarioError) as err:
+        pytest.exit(f"peftlife: error: {err}", returncode=2)
+
+
+@pytest.fixture
+def peftlife_sut(request: pytest.FixtureRequest) -> str | None:
+    """The ``--peftlife-sut`` value, or None."""
+    value: str | None = request.config.getoption("peftlife_sut")
+    return value
+
+
+@pytest.fixture
+def peftlife_scenario(request: pytest.FixtureRequest) -> str | None:
+    """The ``--peftlife-scenario`` value, or None."""
+    value: str | None = request.config.getoption("peftlife_scenario")
+    return value
+
+
+@pytest.fixture
+def peftlife_search(
+    peftlife_sut: str | None, peftlife_scenario: str | None
+) -> Callable[..., SearchResult]:
+    """Run the machine under the loaded Hypothesis profile; raise on a finding.
+
+    ``peftlife_search()`` checks ``--peftlife-sut`` (default ``reference``) in
+    ``--peftlife-scenario`` (default ``default``); arguments override both.
+    """
+    from hypothesis import settings
+
+    def run(sut_spec: str | None = None, scenario: str | None = None) -> SearchResult:
+        result = search(
+            sut_spec or peftlife_sut or "reference",
+            scenario or peftlife_scenario or "default",
+            settings(),
+        )
+        if result.failure is not None:
+            raise result.failure
+        return result
+
+    return run
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    rep = yield
+    failure = _lifecycle_failure(call)
+    if failure is None:
+        return rep
+    properties = [("peftlife_invariant", failure.invariant)]
+    directory = item.config.getoption("peftlife_report_dir")
+    if directory:
+        case = report.Case.from_failure(failure)
+        paths = report.write(case, report.replay(case), Path(directory))
+        properties.append(("peftlife_report", str(paths["json"])))
+    for prop in properties:
+        item.user_properties.append(prop)
+        rep.user_properties.append(prop)
+    return rep
+
+
+def _lifecycle_failure(call: pytest.CallInfo[Any]) -> LifecycleFailure | None:
+    if call.excinfo is None:
+        return None
+    error = call.excinfo.value
+    # Hypothesis may wrap several distinct failures in a group.
+    candidates = [error, *getattr(error, "exceptions", ())]
+    for candidate in candidates:
+        if isinstance(candidate, LifecycleFailure):
+            return candidate
+    return None
