@@ -44,3 +44,21 @@ class UnknownId(ReferenceScheduler):
 def not_a_scheduler(env: Environment) -> object:
     """A factory whose product has no schedule_request at all."""
     return object()
+
+
+class NeverSchedules:
+    """Lists nothing, ever: every request waits until the drain gives up."""
+
+    def __init__(self, env: Environment) -> None:
+        pass
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        return SchedulerOutput()
+
+
+class StatelessNeverSchedules(NeverSchedules):
+    """Never schedules, and says so: the drain stops at the first repeated world."""
+
+    keeps_no_state_between_passes = True

@@ -20,11 +20,12 @@ from typing import Any, NoReturn
 
 import attrs
 import hypothesis
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from peftlife import profiles, report, scenarios, sut
-from peftlife.machine import SearchResult, search
+from peftlife.machine import SearchResult, minimized, search
 from peftlife.mutants import CATALOGUE, Mutant
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -77,6 +78,8 @@ def _progress(console: Console, label: str, show: bool) -> Iterator[Callable[[in
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _validate(args.sut, args.scenario)
+    if Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
+        raise BadInput(f"--report-dir {args.report_dir!r} is a file; name a directory")
     settings = _settings(args.profile)
     with _progress(console, f"checking {args.sut} in {args.scenario}", not args.quiet) as tick:
         result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
@@ -92,7 +95,10 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     if not args.quiet:
         report.render_terminal(case, outcome, console)
         console.print()
-    paths = report.write(case, outcome, Path(args.report_dir))
+    try:
+        paths = report.write(case, outcome, Path(args.report_dir))
+    except OSError as err:
+        raise BadInput(f"cannot write reports to {args.report_dir!r}: {err.strerror}") from err
     console.print(
         f"counterexample found after {result.examples_to_find} examples, shrunk to "
         f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
@@ -132,11 +138,8 @@ def gate_one(mutant: Mutant, profile: str, shrink: bool) -> GateRow:
         examples += found.examples
     if found is None or found.failure is None:
         return GateRow(mutant.name, False, "-", "-", False, examples, None, _since(start))
-    shrunk_steps = None
-    if shrink:
-        shrunk = search(spec, found.scenario, settings)
-        if shrunk.failure is not None:
-            shrunk_steps = len(shrunk.failure.run.actions)
+    failure = minimized(found.failure) if shrink else found.failure
+    shrunk_steps = len(failure.run.actions) if shrink else None
     invariant = found.failure.invariant
     return GateRow(
         mutant.name,
@@ -187,20 +190,22 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
     reference = [r for r in rows if r.mutant.startswith("reference")]
     mutants = [r for r in rows if not r.mutant.startswith("reference")]
     ok = all(r.acceptable for r in reference) and all(r.caught and r.acceptable for r in mutants)
-    table = Table(title="peftlife mutant gate", title_justify="left")
-    for column in ("mutant", "caught", "invariant"):
-        table.add_column(column)
+    table = Table(title="peftlife mutant gate", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("mutant", "caught", "scenario", "invariant"):
+        table.add_column(column, no_wrap=True)
     for column in ("examples to find", "shrunk steps", "seconds"):
         table.add_column(column, justify="right")
     for r in reference:
         held = "held" if r.acceptable else "FAILED"
-        table.add_row(r.mutant, held, r.invariant, str(r.examples), "-", f"{r.seconds:.1f}")
+        table.add_row(
+            "reference", held, r.scenario, r.invariant, str(r.examples), "-", f"{r.seconds:.1f}"
+        )
     for r in mutants:
-        caught = f"yes, in {r.scenario}" if r.caught else "NO"
-        if r.caught and not r.acceptable:
-            caught += " (unexpected invariant)"
+        caught = ("yes" if r.acceptable else "yes, unexpected invariant") if r.caught else "NO"
         steps = "-" if r.shrunk_steps is None else str(r.shrunk_steps)
-        table.add_row(r.mutant, caught, r.invariant, str(r.examples), steps, f"{r.seconds:.1f}")
+        table.add_row(
+            r.mutant, caught, r.scenario, r.invariant, str(r.examples), steps, f"{r.seconds:.1f}"
+        )
     console.print(table)
     verdict = "the reference held and every mutant was caught" if ok else "the gate FAILED"
     console.print(verdict)
@@ -256,7 +261,9 @@ def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="peftlife", description=__doc__)
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser, required=True)
+    commands = parser.add_subparsers(
+        dest="command", parser_class=_Parser, required=True, metavar="COMMAND"
+    )
 
     check = commands.add_parser("check", help="search for a counterexample in one scheduler")
     check.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
@@ -290,11 +297,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Let a SUT string name a module of the project the command runs in, as pytest does.
-    sys.path.insert(0, os.getcwd())
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     # Off a terminal (CI logs, pipes) lines are kept long rather than wrapped at 80.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     try:
-        args = _parser().parse_args(argv)
+        parser = _parser()
+        if not (argv if argv is not None else sys.argv[1:]):
+            raise BadInput("choose a command: check, mutants, replay or scenarios (see --help)")
+        args = parser.parse_args(argv)
         code: int = args.run(args, console)
     except BadInput as err:
         print(f"peftlife: error: {err}", file=sys.stderr)

@@ -56,6 +56,19 @@ def _positive(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
         raise ValueError(f"{attribute.name} must be at least 1, got {value}")
 
 
+def _adapter_pages(_: object, __: attrs.Attribute[Any], value: object) -> None:
+    pairs = isinstance(value, tuple) and all(
+        isinstance(p, tuple)
+        and len(p) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in p)
+        for p in value
+    )
+    if not pairs or len({p[0] for p in value}) != len(value):  # type: ignore[attr-defined,arg-type]
+        raise ValueError(
+            f"adapter_pages must be distinct (task id, pages) pairs of positive ints, not {value!r}"
+        )
+
+
 @attrs.frozen
 class EngineConfig:
     """The whole world's configuration.
@@ -75,7 +88,7 @@ class EngineConfig:
     tokens_per_block: int = attrs.field(default=4, validator=_positive)
     lora_device_pages: int = 4
     lora_host_pages: int = 8
-    adapter_pages: tuple[tuple[int, int], ...] = ()
+    adapter_pages: tuple[tuple[int, int], ...] = attrs.field(default=(), validator=_adapter_pages)
     max_num_tokens: int = attrs.field(default=64, validator=_positive)
     max_batch_size: int = attrs.field(default=8, validator=_positive)
     enable_chunked_context: bool = False

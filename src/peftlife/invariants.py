@@ -480,23 +480,26 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
         if stateless and binds:
             world = snap.world()
             if world in seen:
-                violations = [_undrained(engine, "livelock: the world repeated exactly", steps)]
+                why = f"livelock: the world repeated exactly after {steps} drain iterations"
+                violations = [_undrained(engine, why)]
                 break
             seen.add(world)
     if not violations and engine.live_requests and binds:
-        violations = [_undrained(engine, f"still live after {bound} iterations", steps)]
+        violations = [
+            _undrained(engine, f"still live after the drain's bound of {bound} iterations")
+        ]
     if not violations:
         violations = list(_drained_empty(engine.snapshot()))
     return DrainResult(steps, bound, tuple(violations), tuple(snapshots))
 
 
-def _undrained(engine: Engine, why: str, steps: int) -> Violation:
+def _undrained(engine: Engine, why: str) -> Violation:
     live = sorted(r.request_id for r in engine.live_requests)
     return Violation(
         "drain_completes",
         f"requests {live}",
         "every request finished or failed",
-        f"{why} ({steps} drain steps)",
+        why,
         engine.iteration,
     )
 

@@ -30,12 +30,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from peftlife import invariants, scenarios, sut
+from peftlife import invariants, scenarios, shrink, sut
 from peftlife.engine import Engine, EngineConfig
 from peftlife.invariants import Violation
 from peftlife.scenarios import Scenario
 from peftlife.snapshot import Snapshot
-from peftlife.trace import Action, apply
+from peftlife.trace import Action, apply, checked_replay
 
 # The paths a useful search must reach; the coverage test asserts each occurs.
 COVERAGE_LABELS = (
@@ -150,6 +150,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         if snapshot is not None:
             self._observe(snapshot)
 
+    def _pool(self, pool: str) -> str:
+        """Record the pool a fault really lands in: the target when there is no draft."""
+        assert self.engine is not None
+        return pool if self.engine.draft_kv_cache_manager is not None else "target"
+
     def _observe(self, snapshot: Snapshot, during: str = "step") -> list[Violation]:
         self.snapshots.append(snapshot)
         type(self).iterations += 1
@@ -240,13 +245,13 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
 
             @rule(pool=s.fault_pools())
             def refuse_resume(self, pool: str) -> None:
-                self._do(Action("refuse_resume", pool=pool))
+                self._do(Action("refuse_resume", pool=self._pool(pool)))
 
         if s.fail_grow:
 
             @rule(pool=s.fault_pools())
             def fail_grow(self, pool: str) -> None:
-                self._do(Action("fail_grow", pool=pool))
+                self._do(Action("fail_grow", pool=self._pool(pool)))
 
     Machine.__name__ = Machine.__qualname__ = f"Lifecycle[{sut_spec} @ {s.name}]"
     Machine.sut_spec = sut_spec
@@ -286,8 +291,10 @@ def search(
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
-    ``shrink=False`` stops at the first failing example (all a gate needs to
-    know); ``seed`` replaces the profile's randomness with a fixed seed.
+    Hypothesis searches without its own shrink phase; with ``shrink`` the first
+    failing example is then minimized over its trace (``peftlife.shrink``), which
+    takes well under a second where Hypothesis's shrink re-runs whole examples
+    for a minute. ``seed`` replaces the profile's randomness with a fixed seed.
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
     """
     base = lifecycle_machine(sut_spec, scenario)
@@ -303,10 +310,9 @@ def search(
             "progress": None if progress is None else staticmethod(progress),
         },
     )
-    phases = [p for p in settings.phases if shrink or p is not Phase.shrink]
     run_settings = hypothesis.settings(
         settings,
-        phases=phases,
+        phases=[p for p in settings.phases if p is not Phase.shrink],
         report_multiple_bugs=False,
         derandomize=settings.derandomize and seed is None,
     )
@@ -317,7 +323,7 @@ def search(
     try:
         run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
-        failure = found
+        failure = minimized(found) if shrink else found
     return SearchResult(
         sut_spec,
         scenario,
@@ -327,3 +333,15 @@ def search(
         time.perf_counter() - start,
         machine.coverage,
     )
+
+
+def minimized(failure: LifecycleFailure) -> LifecycleFailure:
+    """The same finding on the smallest world and action list the shrinker finds."""
+    run = failure.run
+    factory = sut.load(run.sut)
+    config, actions = shrink.minimize(run.config, run.actions, factory, failure.invariant)
+    outcome = checked_replay(config, actions, factory)
+    if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
+        return failure
+    smaller = Run(run.sut, run.scenario, config, actions, outcome.snapshots)
+    return LifecycleFailure(list(outcome.violations), smaller, outcome.during or "step")

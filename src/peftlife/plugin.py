@@ -22,8 +22,12 @@ from typing import Any
 
 import pytest
 
-from peftlife import report, scenarios, sut
-from peftlife.machine import LifecycleFailure, SearchResult, search
+from peftlife import profiles, report, scenarios, sut
+from peftlife.machine import LifecycleFailure, SearchResult, minimized, search
+
+# Registered at import, before Hypothesis's own plugin reads --hypothesis-profile,
+# so `--hypothesis-profile ci` works in any project that installs peftlife.
+profiles.register()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,7 +99,7 @@ def pytest_runtest_makereport(
     properties = [("peftlife_invariant", failure.invariant)]
     directory = item.config.getoption("peftlife_report_dir")
     if directory:
-        case = report.Case.from_failure(failure)
+        case = report.Case.from_failure(minimized(failure))
         paths = report.write(case, report.replay(case), Path(directory))
         properties.append(("peftlife_report", str(paths["json"])))
     for prop in properties:

@@ -16,6 +16,7 @@ violations). From a case and its outcome this module renders:
 from __future__ import annotations
 
 import enum
+import io
 import json
 import pprint
 import re
@@ -28,12 +29,13 @@ from rich.console import Console
 from rich.text import Text
 
 from peftlife import sut as sut_module
-from peftlife.engine import Engine, EngineConfig
-from peftlife.invariants import Violation, check, drain
+from peftlife.engine import EngineConfig
 from peftlife.ledger import Call
 from peftlife.machine import LifecycleFailure
 from peftlife.snapshot import AdapterView, RequestView, Snapshot
-from peftlife.trace import Action, apply
+from peftlife.trace import Action, Entry, Outcome, checked_replay
+
+__all__ = ["Case", "Entry", "Outcome", "ReportError", "replay"]
 
 SCHEMA_VERSION = 1
 
@@ -75,7 +77,7 @@ class Case:
                 f"{SCHEMA_VERSION}: regenerate the report with this version"
             )
         try:
-            config = data["config"]
+            config = dict(data["config"])
             config["adapter_pages"] = tuple(tuple(pair) for pair in config["adapter_pages"])
             return cls(
                 sut=data["sut"],
@@ -89,43 +91,12 @@ class Case:
             raise ReportError(f"the report is missing or has a malformed field: {err}") from err
 
 
-@attrs.frozen
-class Entry:
-    """One iteration of a replay: the action that ran it (None in the drain)."""
-
-    action_index: int | None
-    snapshot: Snapshot
-
-
-@attrs.frozen
-class Outcome:
-    entries: tuple[Entry, ...]
-    violations: tuple[Violation, ...]
-    during: str | None  # "step", "drain" or None when every check held
-
-    @property
-    def held(self) -> bool:
-        return not self.violations
-
-
 def replay(case: Case, sut: str | None = None) -> Outcome:
     """Replay a case against its SUT (or another one), as the machine ran it.
 
     Every iteration is checked; if all hold, the world is drained (invariant 12).
     """
-    engine = Engine(case.config, sut_module.load(sut or case.sut))
-    entries: list[Entry] = []
-    for index, action in enumerate(case.actions):
-        snapshot = apply(engine, action)
-        if snapshot is None:
-            continue
-        entries.append(Entry(index, snapshot))
-        violations = check(snapshot)
-        if violations:
-            return Outcome(tuple(entries), tuple(violations), "step")
-    result = drain(engine)
-    entries.extend(Entry(None, s) for s in result.snapshots)
-    return Outcome(tuple(entries), result.violations, "drain" if result.violations else None)
+    return checked_replay(case.config, case.actions, sut_module.load(sut or case.sut))
 
 
 # ---- JSON ----
@@ -184,6 +155,8 @@ def load_json(path: Path) -> Case:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ReportError(f"cannot read report {str(path)!r}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise ReportError(f"{str(path)!r} is not UTF-8 text; give a peftlife report") from err
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -194,23 +167,29 @@ def load_json(path: Path) -> Case:
 # ---- the story both renderings tell ----
 
 
-def world_line(config: EngineConfig) -> str:
-    """The configuration in one line a scheduler engineer reads at a glance."""
-    tier = f"{config.host_pages} host pages" if config.host_pages else "no lower tier"
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def world_lines(config: EngineConfig) -> list[str]:
+    """The configuration in three short lines a scheduler engineer reads at a glance."""
+    tier = f"{_count(config.host_pages, 'host page')}" if config.host_pages else "no lower tier"
     draft = (
         "no draft pool"
         if config.draft_device_pages is None
-        else f"draft {config.draft_device_pages} pages"
+        else f"draft pool {_count(config.draft_device_pages, 'page')}"
     )
-    adapters = ", ".join(f"{t}:{p}p" for t, p in config.adapter_pages) or "none"
+    adapters = ", ".join(f"adapter {t} = {_count(p, 'page')}" for t, p in config.adapter_pages)
     chunking = f"chunks of {config.chunk_unit_size}" if config.enable_chunked_context else "off"
-    return (
-        f"KV {config.device_pages} pages x {config.tokens_per_block} tokens, {tier}, {draft}; "
-        f"LoRA device {config.lora_device_pages} / host {config.lora_host_pages} pages, "
-        f"adapters {adapters}; budget {config.max_num_tokens} tokens / "
-        f"{config.max_batch_size} requests; chunking {chunking}; "
-        f"recompute pause {'on' if config.enable_recompute_pause else 'off'}"
-    )
+    return [
+        f"KV: {_count(config.device_pages, 'page')} x {config.tokens_per_block} tokens, "
+        f"{tier}, {draft}",
+        f"LoRA: device cache {_count(config.lora_device_pages, 'page')}, host cache "
+        f"{_count(config.lora_host_pages, 'page')}; {adapters or 'no adapters'}",
+        f"scheduler: budget {_count(config.max_num_tokens, 'token')} / "
+        f"{_count(config.max_batch_size, 'request')}, chunking {chunking}, recompute pause "
+        f"{'on' if config.enable_recompute_pause else 'off'}",
+    ]
 
 
 def _owns(view: RequestView, adapters: dict[int, AdapterView]) -> str:
@@ -230,7 +209,7 @@ def request_fields(s: Snapshot) -> dict[int, dict[str, str]]:
     fields = {}
     for v in s.requests:
         row = {
-            "adapter": "-" if v.lora_task_id is None else str(v.lora_task_id),
+            "lora": "-" if v.lora_task_id is None else str(v.lora_task_id),
             "state": v.state.name,
             "prefill": f"{v.position}/{v.context_len}",
             "tokens": f"{v.num_generated}/{v.max_new_tokens}",
@@ -281,6 +260,13 @@ def scheduler_calls(s: Snapshot) -> list[str]:
     return calls
 
 
+_WHY = {
+    "failed_grow": "injected grow failure",
+    "refused_resume": "injected resume refusal",
+    "no_device_room": "no device room",
+}
+
+
 def scheduler_kv_calls(s: Snapshot) -> list[str]:
     """The scheduler's KV moves that explain an iteration: failures, suspends, frees."""
     calls = []
@@ -290,7 +276,7 @@ def scheduler_kv_calls(s: Snapshot) -> list[str]:
         failed = c.result is False
         if failed or c.method in ("suspend_request", "free_resources"):
             pool = "" if c.component == "target" else f"{c.component} "
-            why = f" → failed ({c.get('fault', 'no room')})" if failed else ""
+            why = f" → failed ({_WHY.get(str(c.get('fault')), 'no room')})" if failed else ""
             calls.append(f"{pool}{c.method}({c.request_id}){why}")
     return calls
 
@@ -300,25 +286,25 @@ def output_line(s: Snapshot) -> str:
     if out is None:
         return "no readable output"
     parts = [f"{name} {list(ids)}" for name, ids in out.lists() if ids]
-    return "; ".join(parts) if parts else "nothing scheduled"
+    return "; ".join(parts) if parts else "empty"
 
 
 @attrs.frozen
 class Step:
-    number: int
+    label: str
     action: Action | None
     entry: Entry | None
     previous: Snapshot | None
 
 
 def story(case: Case, outcome: Outcome, drain_shown: int = 3) -> list[Step | str]:
-    """The numbered actions with their iterations; long drains are elided."""
+    """The numbered actions with their iterations; a long drain is elided."""
     by_action = {e.action_index: e for e in outcome.entries if e.action_index is not None}
     items: list[Step | str] = []
     previous: Snapshot | None = None
     for index, action in enumerate(case.actions):
         entry = by_action.get(index)
-        items.append(Step(index + 1, action, entry, previous))
+        items.append(Step(f"{index + 1:>3} {action.describe()}", action, entry, previous))
         if entry is not None:
             previous = entry.snapshot
         if outcome.during == "step" and entry is outcome.entries[-1]:
@@ -327,14 +313,24 @@ def story(case: Case, outcome: Outcome, drain_shown: int = 3) -> list[Step | str
     if drained:
         hidden = len(drained) - drain_shown if outcome.during == "drain" else len(drained)
         if hidden > 0:
-            items.append(f"drain: {hidden} iteration(s) with every check holding")
+            items.append(
+                f"drain: {_count(hidden, 'iteration')} of {len(drained)} with every check holding"
+            )
             previous = drained[hidden - 1].snapshot
         if outcome.during == "drain":
-            start = len(case.actions) + 1
-            for offset, entry in enumerate(drained[max(hidden, 0) :]):
-                items.append(Step(start + offset, None, entry, previous))
+            for number, entry in enumerate(drained[max(hidden, 0) :], start=max(hidden, 0) + 1):
+                items.append(Step(f"    drain {number}/{len(drained)}", None, entry, previous))
                 previous = entry.snapshot
     return items
+
+
+def violation_subjects(outcome: Outcome) -> dict[str, str]:
+    """Rows a violation is about (``request 3``, ``adapter 7``), with its invariant."""
+    marks: dict[str, str] = {}
+    for v in outcome.violations:
+        for kind, number in re.findall(r"(request|adapter) (\d+)", v.subject):
+            marks.setdefault(f"{kind} {number}", v.invariant)
+    return marks
 
 
 def _ended(s: Snapshot) -> list[str]:
@@ -346,98 +342,121 @@ def _ended(s: Snapshot) -> list[str]:
 
 def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
     """Print the story; colours only on a terminal, none with NO_COLOR."""
-    title = (
-        f"peftlife counterexample: {outcome.violations[0].invariant}"
-        if outcome.violations
-        else "peftlife replay: every invariant held"
-    )
-    console.print(Text(title, style="bold red" if outcome.violations else "bold green"))
+
+    def say(text: str, style: str = "") -> None:
+        console.print(Text(text, style=style), soft_wrap=True)
+
+    if outcome.violations:
+        say(f"peftlife counterexample: {outcome.violations[0].invariant}", "bold red")
+    else:
+        say("peftlife replay: every invariant held", "bold green")
     seed = "derandomized" if case.seed is None else str(case.seed)
     profile = f" ({case.profile} profile)" if case.profile else ""
-    console.print(f"SUT {case.sut} · scenario {case.scenario} · seed {seed}{profile}")
-    console.print(f"world: {world_line(case.config)}", soft_wrap=False)
-    console.print()
+    say(f"SUT {case.sut} · scenario {case.scenario} · seed {seed}{profile}")
+    for world in world_lines(case.config):
+        say(f"  {world}", "dim")
+    say("")
     next_id = 1
+    last = outcome.entries[-1] if outcome.entries else None
     for item in story(case, outcome):
         if isinstance(item, str):
-            console.print(Text(f"   … {item}", style="dim"))
+            say(f"    … {item}", "dim")
             continue
-        label = item.action.describe() if item.action else "drain step()"
-        line = Text(f"{item.number:>3} {label}", style="bold")
+        line = Text(item.label, style="bold")
         if item.action is not None and item.action.kind == "submit":
             line.append(f"  → request {next_id}", style="cyan")
             next_id += 1
         if item.entry is not None:
             line.append(f"  → iteration {item.entry.snapshot.iteration}", style="cyan")
-        console.print(line)
+        console.print(line, soft_wrap=True)
         if item.entry is not None:
-            _print_iteration(console, item.entry.snapshot, item.previous)
-    console.print()
+            marks = violation_subjects(outcome) if item.entry is last else {}
+            _print_iteration(console, item.entry.snapshot, item.previous, marks)
+    say("")
     for v in outcome.violations:
-        console.print(Text(f"✗ {v.invariant}: {v.subject} at iteration {v.iteration}", "bold red"))
-        console.print(f"    expected  {v.expected}")
-        console.print(Text(f"    found     {v.found}", style="red"))
+        say(f"✗ {v.invariant}: {v.subject} at iteration {v.iteration}", "bold red")
+        say(f"    expected  {v.expected}")
+        say(f"    found     {v.found}", "red")
 
 
-def _print_iteration(console: Console, s: Snapshot, previous: Snapshot | None) -> None:
-    console.print(f"      scheduled: {output_line(s)}")
+def _print_iteration(
+    console: Console, s: Snapshot, previous: Snapshot | None, marks: dict[str, str]
+) -> None:
+    console.print(Text(f"      scheduler output: {output_line(s)}"), soft_wrap=True)
     old_requests = request_fields(previous) if previous else {}
     for rid, fields in request_fields(s).items():
-        _print_row(console, f"request {rid}", old_requests.get(rid), fields)
+        _print_row(console, f"request {rid}", old_requests.get(rid), fields, marks)
     for text in _ended(s):
         console.print(Text(f"      {text}", style="cyan"))
     old_adapters = adapter_fields(previous) if previous else {}
     for task, fields in adapter_fields(s).items():
-        _print_row(console, f"adapter {task}", old_adapters.get(task), fields)
-    for what, calls in (("KV", scheduler_kv_calls(s)), ("PEFT", scheduler_calls(s))):
-        if calls:
-            console.print(f"      scheduler {what} calls: {'; '.join(calls)}")
+        _print_row(console, f"adapter {task}", old_adapters.get(task), fields, marks)
+    kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
+    if kv_calls:
+        console.print(Text(f"      scheduler KV calls: {'; '.join(kv_calls)}"), soft_wrap=True)
+    if peft_calls or (kv_calls and s.adapters):
+        # A KV move without its PEFT move is often the defect itself: say "none".
+        shown = "; ".join(peft_calls) or "none"
+        console.print(Text(f"      scheduler PEFT calls: {shown}"), soft_wrap=True)
     for err in s.step.errors if s.step else ():
-        console.print(Text(f"      engine: {err.message}", style="red"))
+        console.print(Text(f"      engine: {err.message}", style="red"), soft_wrap=True)
 
 
 def _print_row(
-    console: Console, name: str, old: dict[str, str] | None, new: dict[str, str]
+    console: Console,
+    name: str,
+    old: dict[str, str] | None,
+    new: dict[str, str],
+    marks: dict[str, str],
 ) -> None:
     row = Text(f"      {name:<11}")
-    for key, value, changed in _changed(old, new):
-        row.append(f" {key} ")
-        row.append(value, style="bold yellow" if changed and old is not None else "")
+    if old == new and name not in marks:
+        row.append(" unchanged", style="dim")
+    else:
+        for key, value, changed in _changed(old, new):
+            row.append(f" {key} ")
+            row.append(value, style="bold yellow" if changed and old is not None else "")
+    if name in marks:
+        row.append(f"  ← {marks[name]}", style="bold red")
     console.print(row, soft_wrap=True)
 
 
 def terminal_text(case: Case, outcome: Outcome, width: int = 110) -> str:
     """The terminal rendering as plain text (what a log or a golden test sees)."""
-    console = Console(width=width, color_system=None, force_terminal=False, record=True)
-    with console.capture():
-        render_terminal(case, outcome, console)
-    return console.export_text()
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
+    render_terminal(case, outcome, console)
+    return buffer.getvalue()
 
 
 # ---- Markdown ----
 
 
-def _changes(s: Snapshot, previous: Snapshot | None) -> list[str]:
-    """What an iteration changed, as short phrases."""
-    phrases = [output_line(s)]
+def _changes(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> list[str]:
+    """What an iteration changed, as short phrases; violation subjects in full."""
+    phrases = [f"output {output_line(s)}"]
     old_requests = request_fields(previous) if previous else {}
     for rid, fields in request_fields(s).items():
         diffs = [f"{k} {v}" for k, v, changed in _changed(old_requests.get(rid), fields) if changed]
-        if rid not in old_requests:
-            diffs = [f"{fields['state']}, target {fields['target']}, owns {fields['owns']}"]
+        if rid not in old_requests or f"request {rid}" in marks:
+            diffs = [f"{k} {v}" for k, v, _ in _changed(old_requests.get(rid), fields)]
         if diffs:
-            phrases.append(f"request {rid}: " + ", ".join(diffs))
+            mark = f" ← **{marks[f'request {rid}']}**" if f"request {rid}" in marks else ""
+            phrases.append(f"request {rid}: " + ", ".join(diffs) + mark)
     phrases += _ended(s)
     old_adapters = adapter_fields(previous) if previous else {}
     for task, fields in adapter_fields(s).items():
-        diffs = [
-            f"{k} {v}" for k, v, changed in _changed(old_adapters.get(task), fields) if changed
-        ]
+        old = old_adapters.get(task)
+        subject = f"adapter {task}" in marks
+        diffs = [f"{k} {v}" for k, v, changed in _changed(old, fields) if changed or subject]
         if diffs:
-            phrases.append(f"adapter {task}: " + ", ".join(diffs))
-    calls = scheduler_kv_calls(s) + scheduler_calls(s)
-    if calls:
-        phrases.append("scheduler called " + "; ".join(calls))
+            mark = f" ← **{marks[f'adapter {task}']}**" if subject else ""
+            phrases.append(f"adapter {task}: " + ", ".join(diffs) + mark)
+    kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
+    if kv_calls:
+        phrases.append("scheduler KV calls " + "; ".join(kv_calls))
+    if peft_calls or (kv_calls and s.adapters):
+        phrases.append("scheduler PEFT calls " + ("; ".join(peft_calls) or "none"))
     phrases += [f"engine: {e.message}" for e in (s.step.errors if s.step else ())]
     return phrases
 
@@ -450,33 +469,37 @@ def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None =
     else:
         lines.append("### peftlife replay: every invariant held")
     seed = "derandomized" if case.seed is None else f"`{case.seed}`"
-    iterations = len(outcome.entries)
     lines += [
         "",
         f"- **SUT** `{case.sut}` · **scenario** `{case.scenario}` · **seed** {seed}"
         + (f" · **profile** `{case.profile}`" if case.profile else ""),
-        f"- **world** {world_line(case.config)}",
-        f"- **steps** {len(case.actions)} actions, {iterations} iterations",
+        *(f"- {line}" for line in world_lines(case.config)),
+        f"- **shrunk to** {_count(len(case.actions), 'action')}, "
+        f"{_count(len(outcome.entries), 'iteration')}",
         "",
         "| # | action | what happened |",
         "|---:|---|---|",
     ]
     next_id = 1
+    last = outcome.entries[-1] if outcome.entries else None
     for item in story(case, outcome):
         if isinstance(item, str):
             lines.append(f"| | … | {item} |")
             continue
-        label = item.action.describe() if item.action else "drain step()"
+        number, _, label = item.label.strip().partition(" ")
+        if item.action is None:
+            number, label = "", item.label.strip()
         if item.action is not None and item.action.kind == "submit":
             happened = f"request {next_id} arrives"
             next_id += 1
         elif item.entry is not None:
+            marks = violation_subjects(outcome) if item.entry is last else {}
             happened = f"**iteration {item.entry.snapshot.iteration}**: " + "; ".join(
-                _changes(item.entry.snapshot, item.previous)
+                _changes(item.entry.snapshot, item.previous, marks)
             )
         else:
             happened = "takes effect at the next iteration"
-        lines.append(f"| {item.number} | `{label}` | {happened.replace('|', '/')} |")
+        lines.append(f"| {number} | `{label}` | {happened.replace('|', '/')} |")
     lines.append("")
     for v in outcome.violations:
         lines += [

@@ -271,7 +271,13 @@ def load(name_or_path: str) -> Scenario:
                 f"scenario file {name_or_path!r} does not exist; give a path to a .toml "
                 f"profile or one of: {', '.join(shipped_names())}"
             )
-        return parse(path.read_text(encoding="utf-8"), path.stem, str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ScenarioError(
+                f"cannot read scenario file {name_or_path!r} ({err}); give a UTF-8 .toml profile"
+            ) from err
+        return parse(text, path.stem, str(path))
     raise ScenarioError(
         f"unknown scenario {name_or_path!r}; use one of {', '.join(shipped_names())} "
         "or a path to a .toml profile"

@@ -68,7 +68,7 @@ def load(spec: str) -> SchedulerFactory:
         raise SUTError(f"unknown SUT {spec!r}: use {FORMS}; mutants: {', '.join(BY_NAME)}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as err:
+    except (ImportError, TypeError, ValueError) as err:  # TypeError: a relative name
         raise SUTError(
             f"cannot import {module_name!r} for SUT {spec!r} ({err}); "
             f"check it is on sys.path, or use {FORMS}"

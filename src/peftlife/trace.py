@@ -1,8 +1,9 @@
 """The history of a run: the actions a run applied to the world, and their replay.
 
-The state machine's rules, the command line's replay and a generated
-regression test all go through ``apply``, so one list of actions gives the
-same snapshots byte for byte whichever door started it.
+The state machine's rules, the shrinker, the command line's replay and a
+generated regression test all go through ``apply`` (and ``checked_replay``),
+so one list of actions gives the same snapshots byte for byte whichever door
+started it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Literal
 import attrs
 
 from peftlife.engine import Engine, EngineConfig
+from peftlife.invariants import Violation, check, drain
 from peftlife.snapshot import Snapshot
 from peftlife.sut import SchedulerFactory
 
@@ -31,13 +33,15 @@ class Action:
     'cancel(request_id=3)'
     """
 
-    kind: ActionKind
+    kind: ActionKind = attrs.field(
+        validator=attrs.validators.in_(("submit", "step", "cancel", "refuse_resume", "fail_grow"))
+    )
     request_id: int | None = None
     lora_task_id: int | None = None
     lora_weights: bool = False
     prompt_len: int = 0
     max_new_tokens: int = 0
-    pool: str = "target"
+    pool: str = attrs.field(default="target", validator=attrs.validators.in_(("target", "draft")))
 
     def describe(self) -> str:
         if self.kind == "submit":
@@ -108,3 +112,50 @@ def replay(
     engine = Engine(config, factory)
     snapshots = [s for s in (apply(engine, a) for a in actions) if s is not None]
     return engine, snapshots
+
+
+@attrs.frozen
+class Entry:
+    """One iteration of a replay: the action that ran it (None in the drain)."""
+
+    action_index: int | None
+    snapshot: Snapshot
+
+
+@attrs.frozen
+class Outcome:
+    """A replay checked as the machine checks a run."""
+
+    entries: tuple[Entry, ...]
+    violations: tuple[Violation, ...]
+    during: str | None  # "step", "drain" or None when every check held
+
+    @property
+    def held(self) -> bool:
+        return not self.violations
+
+    @property
+    def snapshots(self) -> tuple[Snapshot, ...]:
+        return tuple(e.snapshot for e in self.entries)
+
+
+def checked_replay(
+    config: EngineConfig, actions: Iterable[Action], factory: SchedulerFactory
+) -> Outcome:
+    """Replay as the machine runs an example: every iteration checked, then the drain.
+
+    Stops at the first iteration with a violation.
+    """
+    engine = Engine(config, factory)
+    entries: list[Entry] = []
+    for index, action in enumerate(actions):
+        snapshot = apply(engine, action)
+        if snapshot is None:
+            continue
+        entries.append(Entry(index, snapshot))
+        violations = check(snapshot)
+        if violations:
+            return Outcome(tuple(entries), tuple(violations), "step")
+    result = drain(engine)
+    entries.extend(Entry(None, s) for s in result.snapshots)
+    return Outcome(tuple(entries), result.violations, "drain" if result.violations else None)

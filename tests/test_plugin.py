@@ -1,0 +1,213 @@
+"""The pytest plugin, as a project that installs peftlife meets it: no conftest of its own.
+
+Each test runs an inner pytest session in a subprocess, so the plugin loads
+through its ``pytest11`` entry point exactly as it would elsewhere.
+"""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from peftlife import mutants, report
+
+pytest_plugins = ["pytester"]
+
+MUTANT = "draft_not_suspended"
+SCENARIO = "draft-pool"
+
+# Small enough to stay quick (shrinking included), large enough to find the mutant.
+MACHINE_TEST = f"""
+from hypothesis import Phase, settings
+
+from peftlife import lifecycle_machine
+
+TestBad = lifecycle_machine("mutant:{MUTANT}", "{SCENARIO}").TestCase
+TestBad.settings = settings(
+    max_examples=20,
+    stateful_step_count=6,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases={{phases}},
+)
+
+
+def test_plain_failure():
+    assert 1 == 2
+
+
+def test_passes():
+    pass
+"""
+
+SHRINKING = MACHINE_TEST.format(phases="list(Phase)")
+NOT_SHRINKING = MACHINE_TEST.format(phases="[Phase.explicit, Phase.reuse, Phase.generate]")
+
+# A small profile for the peftlife_search fixture, which searches under the loaded one.
+TINY_PROFILE = """
+from hypothesis import Phase, settings
+
+settings.register_profile(
+    "tiny",
+    max_examples=15,
+    stateful_step_count=10,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+settings.load_profile("tiny")
+"""
+
+
+def junit(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """Each test case's properties by test name."""
+    cases = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        props = [(p.get("name", ""), p.get("value", "")) for p in case.iter("property")]
+        cases[case.get("name", "")] = props
+    return cases
+
+
+def peftlife_properties(props: list[tuple[str, str]]) -> dict[str, str]:
+    found = [(k, v) for k, v in props if k.startswith("peftlife_")]
+    keys = [k for k, _ in found]
+    assert len(keys) == len(set(keys)), f"a property written twice: {found}"
+    return dict(found)
+
+
+def files_in(directory: Path) -> set[str]:
+    """The files under ``directory``, leaving out tool caches (.hypothesis, .pytest_cache)."""
+    paths = (p.relative_to(directory) for p in directory.rglob("*") if p.is_file())
+    return {p.as_posix() for p in paths if not p.parts[0].startswith(".")}
+
+
+def test_a_failing_machine_writes_reports_and_junit_properties(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bad=SHRINKING)
+    reports = pytester.path / "reports"
+    xml = pytester.path / "junit.xml"
+    start = time.perf_counter()
+    result = pytester.runpytest_subprocess(
+        "--peftlife-report-dir", str(reports), "--junitxml", str(xml)
+    )
+    elapsed = time.perf_counter() - start
+    result.assert_outcomes(failed=2, passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert elapsed < 45, f"the inner run took {elapsed:.0f} s; shrink the inner profile"
+
+    cases = junit(xml)
+    assert peftlife_properties(cases["test_plain_failure"]) == {}
+    assert peftlife_properties(cases["test_passes"]) == {}
+    props = peftlife_properties(cases["runTest"])
+    assert set(props) == {"peftlife_invariant", "peftlife_report"}
+    invariant = props["peftlife_invariant"]
+    assert invariant in mutants.BY_NAME[MUTANT].acceptable
+
+    # The report path names the JSON, written with the Markdown and the test beside it.
+    json_path = Path(props["peftlife_report"])
+    assert json_path.is_file()
+    assert json_path.parent == reports
+    name = json_path.stem
+    assert invariant in name
+    assert files_in(reports) == {f"{name}.json", f"{name}.md", f"test_peftlife_{name}.py"}
+    assert f"`{invariant}` violated" in (reports / f"{name}.md").read_text("utf-8")
+    compile((reports / f"test_peftlife_{name}.py").read_text("utf-8"), "kept.py", "exec")
+
+    # The JSON is the shrunk finding: it replays to the same violation.
+    case = report.load_json(json_path)
+    assert (case.sut, case.scenario) == (f"mutant:{MUTANT}", SCENARIO)
+    assert 0 < len(case.actions) <= 6
+    outcome = report.replay(case)
+    assert outcome.violations
+    assert outcome.violations[0].invariant == invariant
+    assert report.replay(case, sut="reference").held
+
+
+def test_without_a_report_dir_only_the_invariant_is_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bad=NOT_SHRINKING)
+    xml = pytester.path / "junit.xml"
+    before = files_in(pytester.path)
+    result = pytester.runpytest_subprocess("--junitxml", str(xml))
+    result.assert_outcomes(failed=2, passed=1)
+    props = peftlife_properties(junit(xml)["runTest"])
+    assert set(props) == {"peftlife_invariant"}
+    assert props["peftlife_invariant"] in mutants.BY_NAME[MUTANT].acceptable
+    written = files_in(pytester.path) - before - {"junit.xml"}
+    assert not {p for p in written if p.endswith((".json", ".md", ".py"))}, written
+
+
+def test_a_failing_machine_without_junit_still_fails(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bad=NOT_SHRINKING)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(failed=2, passed=1)
+    result.stdout.fnmatch_lines(["*LifecycleFailure*"])
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "fix"),
+    [
+        ("--peftlife-sut", "bogus", "'reference', 'mutant:NAME' or 'package.module:attr'"),
+        ("--peftlife-sut", "mutant:no_such_defect", "no_release_on_suspend"),
+        ("--peftlife-sut", "no_such_module_xyz:factory", "sys.path"),
+        ("--peftlife-scenario", "no-such-scenario", "no-such-scenario"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    pytester: pytest.Pytester, option: str, value: str, fix: str
+) -> None:
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess(option, value)
+    assert result.ret == 2
+    output = [*result.stdout.lines, *result.stderr.lines]
+    mentions = [line for line in output if "peftlife: error:" in line]
+    assert len(mentions) == 1, "\n".join(output)
+    assert fix in mentions[0]
+    assert not any("Traceback" in line for line in output), "\n".join(output)
+    assert not any("passed" in line for line in output)
+
+
+FIXTURES_TEST = """
+def test_fixture_values(peftlife_sut, peftlife_scenario):
+    assert peftlife_sut == {sut!r}
+    assert peftlife_scenario == {scenario!r}
+
+
+def test_reference_holds(peftlife_search):
+    result = peftlife_search("reference")
+    assert result.held
+    assert result.sut == "reference"
+    assert result.scenario == {searched!r}
+    assert result.examples >= 10
+"""
+
+
+def test_fixtures_default_to_none(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(TINY_PROFILE)
+    pytester.makepyfile(test_fx=FIXTURES_TEST.format(sut=None, scenario=None, searched="default"))
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=2)
+
+
+def test_fixtures_follow_the_options(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(TINY_PROFILE)
+    sut = f"mutant:{MUTANT}"
+    pytester.makepyfile(
+        test_fx=FIXTURES_TEST.format(sut=sut, scenario=SCENARIO, searched=SCENARIO)
+        + "\n\ndef test_option_sut_is_searched(peftlife_search):\n    peftlife_search()\n"
+    )
+    xml = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(
+        "--peftlife-sut", sut, "--peftlife-scenario", SCENARIO, "--junitxml", str(xml)
+    )
+    # The reference holds in the chosen scenario; the chosen mutant is found by the
+    # fixture's default search, and the hook records what it broke.
+    result.assert_outcomes(passed=2, failed=1)
+    cases = junit(xml)
+    assert peftlife_properties(cases["test_reference_holds"]) == {}
+    props = peftlife_properties(cases["test_option_sut_is_searched"])
+    assert set(props) == {"peftlife_invariant"}
+    assert props["peftlife_invariant"] in mutants.BY_NAME[MUTANT].acceptable

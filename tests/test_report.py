@@ -1,0 +1,622 @@
+"""Counterexample reports: the story, the JSON, the Markdown and the regression test.
+
+The cases here are built by hand (no search), so every rendering is fixed and
+the golden files in ``tests/golden`` pin it. After an intended change to the
+renderings, regenerate them and read the diff::
+
+    PEFTLIFE_REGEN_GOLDEN=1 .venv/bin/pytest tests/test_report.py
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from rich.console import Console
+
+from peftlife import report
+from peftlife.engine import EngineConfig
+from peftlife.report import Case, Outcome, ReportError, Step
+from peftlife.trace import Action
+
+GOLDEN = Path(__file__).parent / "golden"
+REGEN = os.environ.get("PEFTLIFE_REGEN_GOLDEN") == "1"
+
+WORLD = EngineConfig(
+    device_pages=8,
+    tokens_per_block=2,
+    lora_device_pages=1,
+    lora_host_pages=3,
+    adapter_pages=((1, 1),),
+    max_num_tokens=15,
+    max_batch_size=1,
+)
+SUBMIT = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=2)
+
+# Request 1 runs its prefill; its next KV grow fails, the scheduler suspends it
+# but (the defect) never releases the adapter: still active, no longer resident.
+CASE = Case(
+    sut="mutant:no_release_on_suspend",
+    scenario="default",
+    config=WORLD,
+    actions=(SUBMIT, Action("step"), Action("fail_grow", pool="target"), Action("step")),
+    profile="ci",
+)
+
+# A scheduler that never schedules: every action's check holds, and the drain
+# gives up at its bound, so the story elides the drain's quiet iterations.
+DRAIN_CASE = Case(
+    sut="tests.bad_schedulers:NeverSchedules",
+    scenario="default",
+    config=WORLD,
+    actions=(SUBMIT, Action("step")),
+    seed=1234,
+)
+
+
+@pytest.fixture(scope="module")
+def outcome() -> Outcome:
+    return report.replay(CASE)
+
+
+@pytest.fixture(scope="module")
+def drain_outcome() -> Outcome:
+    return report.replay(DRAIN_CASE)
+
+
+def check_golden(name: str, text: str) -> None:
+    # Trailing spaces carry nothing and editors strip them: compare without them.
+    text = "".join(line.rstrip() + "\n" for line in text.splitlines())
+    path = GOLDEN / name
+    if REGEN:
+        assert text.strip(), f"refusing to write an empty {name}"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    expected = path.read_text(encoding="utf-8")
+    assert text == expected, (
+        f"{name} changed; if that is intended, regenerate with PEFTLIFE_REGEN_GOLDEN=1"
+    )
+
+
+# ---- the fixed case ----
+
+
+def test_fixed_case_fails_where_the_defect_is(outcome: Outcome) -> None:
+    assert not outcome.held
+    assert outcome.during == "step"
+    (violation,) = outcome.violations
+    assert violation.invariant == "ownership_follows_residency"
+    assert violation.iteration == 2
+    assert violation.subject == "request 1 (adapter 1)"
+    # Two steps, two iterations: the replay stopped at the violation, no drain.
+    assert [e.action_index for e in outcome.entries] == [1, 3]
+    assert [e.snapshot.iteration for e in outcome.entries] == [1, 2]
+
+
+def test_drain_case_fails_only_in_the_drain(drain_outcome: Outcome) -> None:
+    assert drain_outcome.during == "drain"
+    (violation,) = drain_outcome.violations
+    assert violation.invariant == "drain_completes"
+    assert violation.subject == "requests [1]"
+    stepped = [e for e in drain_outcome.entries if e.action_index is not None]
+    drained = [e for e in drain_outcome.entries if e.action_index is None]
+    assert len(stepped) == 1
+    assert len(drained) > 3  # long enough to be elided
+
+
+# ---- golden renderings ----
+
+
+def test_terminal_golden(outcome: Outcome) -> None:
+    check_golden("terminal.txt", report.terminal_text(CASE, outcome, width=110))
+
+
+def test_markdown_golden(outcome: Outcome) -> None:
+    check_golden("report.md", report.render_markdown(CASE, outcome))
+
+
+def test_terminal_golden_of_a_drain_failure(drain_outcome: Outcome) -> None:
+    check_golden("terminal-drain.txt", report.terminal_text(DRAIN_CASE, drain_outcome, width=110))
+
+
+def test_markdown_golden_of_a_drain_failure(drain_outcome: Outcome) -> None:
+    check_golden("report-drain.md", report.render_markdown(DRAIN_CASE, drain_outcome))
+
+
+def test_terminal_text_is_what_render_terminal_prints(outcome: Outcome) -> None:
+    # terminal_text is documented as "the terminal rendering as plain text".
+    printed = io.StringIO()
+    console = Console(file=printed, width=110, color_system=None, force_terminal=False)
+    report.render_terminal(CASE, outcome, console)
+    assert printed.getvalue().strip()
+    assert report.terminal_text(CASE, outcome, width=110) == printed.getvalue()
+
+
+def test_markdown_tells_the_story(outcome: Outcome) -> None:
+    # What the golden file must keep saying, whatever the layout.
+    md = report.render_markdown(CASE, outcome)
+    assert md.startswith("### peftlife: `ownership_follows_residency` violated\n")
+    assert "`mutant:no_release_on_suspend`" in md
+    for number, action in enumerate(CASE.actions, start=1):
+        assert f"| {number} | `{action.describe()}` |" in md
+    assert "**iteration 1**" in md
+    assert "**iteration 2**" in md
+    assert "target ACTIVE→SUSPENDED" in md  # the change since the previous iteration
+    assert "try_allocate_generation(1) → failed" in md  # the scheduler's KV call
+    assert "suspend_request(1)" in md
+    assert "- expected: paused (started, KV suspended)" in md
+    assert "- found: active" in md
+
+
+def test_markdown_lists_the_report_files(outcome: Outcome) -> None:
+    md = report.render_markdown(CASE, outcome, {"replay": "peftlife replay x.json"})
+    assert md.rstrip().endswith("replay: `peftlife replay x.json`")
+
+
+# ---- the story and its drain elision ----
+
+
+def test_story_elides_a_long_drain(drain_outcome: Outcome) -> None:
+    items = report.story(DRAIN_CASE, drain_outcome)
+    drained = [e for e in drain_outcome.entries if e.action_index is None]
+    hidden = len(drained) - 3
+    assert [type(i) for i in items] == [Step, Step, str, Step, Step, Step]
+    assert items[2] == f"drain: {hidden} iterations of {len(drained)} with every check holding"
+    shown = [i for i in items[3:] if isinstance(i, Step)]
+    assert [s.entry for s in shown] == drained[hidden:]
+    assert all(s.action is None for s in shown)
+    # Drain steps are labelled as drain iterations, not as numbered actions.
+    total = len(drained)
+    assert [s.label.strip() for s in shown] == [
+        f"drain {n}/{total}" for n in range(hidden + 1, total + 1)
+    ]
+    # The first shown drain step is compared with the last elided one.
+    assert shown[0].previous is drained[hidden - 1].snapshot
+    assert shown[1].previous is shown[0].entry.snapshot
+
+
+def test_story_shows_as_much_drain_as_asked(drain_outcome: Outcome) -> None:
+    items = report.story(DRAIN_CASE, drain_outcome, drain_shown=1)
+    drained = [e for e in drain_outcome.entries if e.action_index is None]
+    assert (
+        items[2]
+        == f"drain: {len(drained) - 1} iterations of {len(drained)} with every check holding"
+    )
+    assert len(items) == 4
+    assert isinstance(items[3], Step)
+    assert items[3].entry is drain_outcome.entries[-1]
+
+
+def test_story_of_a_short_drain_elides_nothing() -> None:
+    case = attrs.evolve(DRAIN_CASE, sut="tests.bad_schedulers:StatelessNeverSchedules")
+    outcome = report.replay(case)
+    assert outcome.during == "drain"
+    assert "livelock" in outcome.violations[0].found
+    items = report.story(case, outcome)
+    assert all(isinstance(i, Step) for i in items)
+    assert len(items) == len(case.actions) + len(outcome.entries) - 1
+
+
+def test_story_of_a_step_failure_stops_at_the_violation(outcome: Outcome) -> None:
+    case = attrs.evolve(CASE, actions=(*CASE.actions, Action("step"), Action("step")))
+    longer = report.replay(case)
+    assert longer.violations == outcome.violations
+    items = report.story(case, longer)
+    assert all(isinstance(i, Step) for i in items)
+    assert [i.label.split()[0] for i in items if isinstance(i, Step)] == ["1", "2", "3", "4"]
+
+
+def test_story_of_a_held_replay_elides_the_whole_drain() -> None:
+    held = report.replay(CASE, sut="reference")
+    drained = [e for e in held.entries if e.action_index is None]
+    items = report.story(CASE, held)
+    word = "iteration" if len(drained) == 1 else "iterations"
+    assert items[-1] == f"drain: {len(drained)} {word} of {len(drained)} with every check holding"
+    assert len(items) == len(CASE.actions) + 1
+
+
+# ---- colour: on a terminal, never with NO_COLOR, never off a terminal ----
+
+_SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def colour_codes(text: str) -> list[str]:
+    """The colour parameters of the SGR sequences in ``text`` (bold and reset are not colour)."""
+    found = []
+    for params in _SGR.findall(text):
+        for p in params.split(";"):
+            if p.isdigit() and (30 <= int(p) <= 49 or 90 <= int(p) <= 107):
+                found.append(p)
+    return found
+
+
+def rendered(outcome: Outcome, **console: Any) -> str:
+    out = io.StringIO()
+    report.render_terminal(CASE, outcome, Console(file=out, width=110, **console))
+    return out.getvalue()
+
+
+@pytest.fixture
+def plain_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLORTERM"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    return monkeypatch
+
+
+def test_a_terminal_gets_colour(outcome: Outcome, plain_env: pytest.MonkeyPatch) -> None:
+    text = rendered(outcome, force_terminal=True, color_system="standard")
+    assert "\x1b[" in text
+    assert "31" in colour_codes(text)  # the violation in red
+    # Same story underneath the escapes.
+    assert _SGR.sub("", text) == rendered(outcome, force_terminal=False)
+
+
+@pytest.mark.parametrize("color_system", ["auto", "standard"])
+def test_no_color_means_no_colour(
+    outcome: Outcome, plain_env: pytest.MonkeyPatch, color_system: Any
+) -> None:
+    assert colour_codes(rendered(outcome, force_terminal=True, color_system=color_system))
+    plain_env.setenv("NO_COLOR", "1")
+    text = rendered(outcome, force_terminal=True, color_system=color_system)
+    assert colour_codes(text) == []
+    assert "ownership_follows_residency" in text
+
+
+def test_not_a_terminal_is_plain_text(outcome: Outcome, plain_env: pytest.MonkeyPatch) -> None:
+    text = rendered(outcome, force_terminal=False)
+    assert "\x1b" not in text
+    assert "✗ ownership_follows_residency" in text
+
+
+def test_print_report_to_a_file_is_plain(outcome: Outcome, plain_env: pytest.MonkeyPatch) -> None:
+    out = io.StringIO()
+    report.print_report(CASE, outcome, file=out)
+    assert "\x1b" not in out.getvalue()
+    assert "expected  paused (started, KV suspended)" in out.getvalue()
+
+
+# ---- JSON ----
+
+
+def test_json_holds_everything_a_replay_needs(outcome: Outcome) -> None:
+    data = report.to_json(CASE, outcome)
+    assert data["schema_version"] == 1 == report.SCHEMA_VERSION
+    assert data["sut"] == "mutant:no_release_on_suspend"
+    assert data["scenario"] == "default"
+    assert data["seed"] is None
+    assert data["profile"] == "ci"
+    assert data["config"]["device_pages"] == 8
+    assert data["config"]["adapter_pages"] == [[1, 1]]
+    assert data["actions"][0] == {
+        "kind": "submit",
+        "lora_task_id": 1,
+        "lora_weights": True,
+        "prompt_len": 1,
+        "max_new_tokens": 2,
+    }
+    assert [a["kind"] for a in data["actions"]] == ["submit", "step", "fail_grow", "step"]
+    assert data["during"] == "step"
+    assert data["violation"] == {
+        "invariant": "ownership_follows_residency",
+        "subject": "request 1 (adapter 1)",
+        "expected": "paused (started, KV suspended)",
+        "found": "active",
+        "iteration": 2,
+    }
+    assert data["violations"] == [data["violation"]]
+
+
+def test_json_steps_carry_snapshots_and_calls(outcome: Outcome) -> None:
+    steps = report.to_json(CASE, outcome)["steps"]
+    assert [(s["action_index"], s["drain"]) for s in steps] == [(1, False), (3, False)]
+    last = steps[-1]["snapshot"]
+    assert last["iteration"] == 2
+    (request,) = last["requests"]
+    assert request["state"] == "GENERATION_IN_PROGRESS"
+    assert request["target"]["residency"] == "SUSPENDED"
+    (adapter,) = last["adapters"]
+    assert adapter["active"] == [1]
+    assert adapter["paused"] == []
+    calls = [(c["caller"], c["component"], c["method"]) for c in last["step"]["calls"]]
+    assert ("scheduler", "target", "suspend_request") in calls
+    failed = [c for c in last["step"]["calls"] if c["method"] == "try_allocate_generation"]
+    assert failed
+    assert failed[0]["result"] is False
+    assert failed[0]["request_id"] == 1
+
+
+def test_json_of_a_drain_failure_marks_the_drain(drain_outcome: Outcome) -> None:
+    data = report.to_json(DRAIN_CASE, drain_outcome)
+    assert data["during"] == "drain"
+    assert data["seed"] == 1234
+    assert data["steps"][0]["drain"] is False
+    assert all(s["drain"] and s["action_index"] is None for s in data["steps"][1:])
+    assert data["violation"]["invariant"] == "drain_completes"
+
+
+def test_json_of_a_held_replay_has_no_violation() -> None:
+    data = report.to_json(CASE, report.replay(CASE, sut="reference"))
+    assert data["during"] is None
+    assert data["violation"] is None
+    assert data["violations"] == []
+
+
+def test_json_is_plain_json_and_round_trips(outcome: Outcome, drain_outcome: Outcome) -> None:
+    data = report.to_json(CASE, outcome)
+    text = json.dumps(data)
+    assert json.loads(text) == data
+    assert Case.from_json(json.loads(text)) == CASE
+    drain = json.loads(json.dumps(report.to_json(DRAIN_CASE, drain_outcome)))
+    assert Case.from_json(drain) == DRAIN_CASE
+
+
+def test_round_trip_keeps_every_config_field() -> None:
+    config = EngineConfig(
+        device_pages=5,
+        host_pages=7,
+        draft_device_pages=3,
+        draft_host_pages=2,
+        tokens_per_block=3,
+        lora_device_pages=2,
+        lora_host_pages=9,
+        adapter_pages=((1, 2), (4, 1)),
+        max_num_tokens=11,
+        max_batch_size=2,
+        enable_chunked_context=True,
+        chunk_unit_size=2,
+        enable_recompute_pause=False,
+    )
+    actions = (
+        SUBMIT,
+        Action("submit", prompt_len=3, max_new_tokens=1),
+        Action("refuse_resume", pool="draft"),
+        Action("fail_grow", pool="draft"),
+        Action("cancel", request_id=2),
+        Action("step"),
+    )
+    case = Case("reference", "draft-pool", config, actions, seed=7, profile="nightly")
+    data = json.loads(json.dumps(report.to_json(case, report.replay(case))))
+    assert Case.from_json(data) == case
+
+
+def test_replaying_the_json_gives_the_same_snapshots(outcome: Outcome) -> None:
+    data = json.loads(json.dumps(report.to_json(CASE, outcome)))
+    again = report.replay(Case.from_json(copy.deepcopy(data)))
+    assert again.entries == outcome.entries
+    assert json.loads(json.dumps(report.to_json(CASE, again))) == data
+
+
+def test_reading_a_case_leaves_the_data_alone(outcome: Outcome) -> None:
+    data = json.loads(json.dumps(report.to_json(CASE, outcome)))
+    before = copy.deepcopy(data)
+    Case.from_json(data)
+    assert data == before
+
+
+def valid() -> dict[str, Any]:
+    return json.loads(json.dumps(report.to_json(CASE, report.replay(CASE))))
+
+
+def test_wrong_schema_version_says_to_regenerate() -> None:
+    data = valid() | {"schema_version": 99}
+    with pytest.raises(ReportError, match=r"schema_version is 99.*regenerate"):
+        Case.from_json(data)
+    with pytest.raises(ReportError, match="schema_version is None"):
+        Case.from_json({k: v for k, v in valid().items() if k != "schema_version"})
+
+
+@pytest.mark.parametrize("data", [[1, 2], "report", None, 3])
+def test_not_an_object_is_refused(data: Any) -> None:
+    with pytest.raises(ReportError, match="a peftlife report is a JSON object"):
+        Case.from_json(data)
+
+
+@pytest.mark.parametrize("key", ["sut", "scenario", "config", "actions"])
+def test_a_missing_key_is_named(key: str) -> None:
+    data = valid()
+    del data[key]
+    with pytest.raises(ReportError, match=f"missing or has a malformed field: '{key}'"):
+        Case.from_json(data)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"device_pages": 0},  # fails EngineConfig's validator
+        {"no_such_knob": 1},
+        {"adapter_pages": 3},
+        {"max_batch_size": "8"},
+    ],
+    ids=["zero-pages", "unknown-field", "adapters-not-a-list", "string-number"],
+)
+def test_a_malformed_config_is_refused(config: dict[str, Any]) -> None:
+    data = valid()
+    data["config"] |= config
+    with pytest.raises(ReportError, match="malformed field"):
+        Case.from_json(data)
+
+
+@pytest.mark.parametrize("config", ["KV 8 pages", [8, 2]])
+def test_a_config_that_is_not_an_object_is_refused(config: Any) -> None:
+    data = valid() | {"config": config}
+    with pytest.raises(ReportError, match="malformed field"):
+        Case.from_json(data)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [{"prompt_len": 1}, {"kind": "step", "speed": 2}],
+    ids=["no-kind", "unknown-argument"],
+)
+def test_a_malformed_action_is_refused(action: dict[str, Any]) -> None:
+    data = valid()
+    data["actions"].append(action)
+    with pytest.raises(ReportError, match="malformed field"):
+        Case.from_json(data)
+
+
+def test_an_unknown_action_kind_is_refused() -> None:
+    # A report from a newer peftlife (or a typo) must not replay as something else:
+    # today ``apply`` treats any unknown kind as ``fail_grow``.
+    data = valid()
+    data["actions"].insert(1, {"kind": "preempt"})
+    with pytest.raises(ReportError):
+        Case.from_json(data)
+
+
+def test_an_adapter_entry_that_is_not_a_pair_is_refused() -> None:
+    # Accepted today, then replay crashes building the engine with a bare ValueError.
+    data = valid()
+    data["config"]["adapter_pages"] = [[1, 2, 3, 4]]
+    with pytest.raises(ReportError):
+        Case.from_json(data)
+
+
+def test_load_json_reads_a_report_file(tmp_path: Path, outcome: Outcome) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report.to_json(CASE, outcome)), encoding="utf-8")
+    assert report.load_json(path) == CASE
+
+
+def test_load_json_of_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match=r"cannot read report .*nope\.json"):
+        report.load_json(tmp_path / "nope.json")
+
+
+def test_load_json_of_a_file_that_is_not_json(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text("# peftlife report\n", encoding="utf-8")
+    with pytest.raises(ReportError, match=r"is not JSON .*give a peftlife report"):
+        report.load_json(path)
+
+
+# ---- replay ----
+
+
+def test_replay_is_deterministic(outcome: Outcome) -> None:
+    again = report.replay(CASE)
+    assert again.entries == outcome.entries
+    assert again.violations == outcome.violations
+    drain = report.replay(DRAIN_CASE)
+    assert drain.entries == report.replay(DRAIN_CASE).entries
+
+
+def test_replay_against_the_reference_holds_and_drains() -> None:
+    held = report.replay(CASE, sut="reference")
+    assert held.held
+    assert held.during is None
+    assert held.violations == ()
+    stepped = [e.action_index for e in held.entries if e.action_index is not None]
+    assert stepped == [1, 3]
+    drained = [e for e in held.entries if e.action_index is None]
+    assert drained
+    end = drained[-1].snapshot
+    assert end.requests == ()
+    assert dict(end.ended) == {1: "finished"}
+    assert all(not a.active and not a.paused for a in end.adapters)
+
+
+def test_held_replay_renders_as_held() -> None:
+    held = report.replay(CASE, sut="reference")
+    md = report.render_markdown(CASE, held)
+    assert md.startswith("### peftlife replay: every invariant held\n")
+    assert "**Violation**" not in md
+    text = rendered(held, force_terminal=False)
+    assert text.startswith("peftlife replay: every invariant held\n")
+    assert "✗" not in text
+
+
+# ---- the regression test ----
+
+
+@pytest.fixture(scope="module")
+def regression_file(tmp_path_factory: pytest.TempPathFactory, outcome: Outcome) -> Path:
+    path = tmp_path_factory.mktemp("kept") / "test_kept.py"
+    path.write_text(report.render_regression_test(CASE, outcome), encoding="utf-8")
+    return path
+
+
+def run_pytest(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PEFTLIFE_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path.name, *args],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_regression_test_is_python_with_the_case_inside(outcome: Outcome) -> None:
+    source = report.render_regression_test(CASE, outcome)
+    compile(source, "test_kept.py", "exec")
+    tree = ast.parse(source)
+    tests = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert tests == [f"test_{report.case_name(CASE, outcome)}"]
+    (assign,) = [n for n in tree.body if isinstance(n, ast.Assign)]
+    assert Case.from_json(ast.literal_eval(assign.value)) == CASE
+    assert "ownership_follows_residency" in (ast.get_docstring(tree) or "")
+    assert "hypothesis" not in source.lower().replace("no hypothesis search", "")
+
+
+def test_regression_test_fails_against_the_mutant(regression_file: Path) -> None:
+    run = run_pytest(regression_file)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 failed" in run.stdout
+    assert "ownership_follows_residency" in run.stdout
+
+
+def test_regression_test_passes_against_the_reference(regression_file: Path) -> None:
+    run = run_pytest(regression_file, "--peftlife-sut", "reference")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
+# ---- writing the three files ----
+
+
+def test_write_gives_three_consistently_named_files(tmp_path: Path, outcome: Outcome) -> None:
+    paths = report.write(CASE, outcome, tmp_path / "reports")
+    name = "mutant_no_release_on_suspend_default_ownership_follows_residency"
+    assert report.case_name(CASE, outcome) == name
+    assert {k: p.name for k, p in paths.items()} == {
+        "json": f"{name}.json",
+        "markdown": f"{name}.md",
+        "test": f"test_peftlife_{name}.py",
+    }
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == sorted(
+        p.name for p in paths.values()
+    )
+    assert report.load_json(paths["json"]) == CASE
+    assert json.loads(paths["json"].read_text("utf-8")) == json.loads(
+        json.dumps(report.to_json(CASE, outcome))
+    )
+    assert paths["test"].read_text("utf-8") == report.render_regression_test(CASE, outcome)
+    md = paths["markdown"].read_text("utf-8")
+    assert md.startswith(report.render_markdown(CASE, outcome).rstrip())
+    assert f"`peftlife replay {name}.json`" in md
+    assert f"`test_peftlife_{name}.py`" in md
+
+
+def test_write_names_do_not_collide_across_invariants(
+    tmp_path: Path, outcome: Outcome, drain_outcome: Outcome
+) -> None:
+    first = report.write(CASE, outcome, tmp_path)
+    second = report.write(DRAIN_CASE, drain_outcome, tmp_path)
+    assert not set(first.values()) & set(second.values())
+    assert report.case_name(DRAIN_CASE, drain_outcome) == (
+        "tests_bad_schedulers_neverschedules_default_drain_completes"
+    )
+    assert len(list(tmp_path.iterdir())) == 6
