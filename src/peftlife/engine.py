@@ -559,13 +559,7 @@ class Engine:
             rid = call.request_id
             if rid is None or rid not in self._requests:
                 continue
-            if (
-                call.caller == "scheduler"
-                and call.component == "target"
-                and call.method == "free_resources"
-                and call.get("started")
-                and call.get("had_cache")
-            ):
+            if call.frees_started_request:
                 pending.add(rid)
             elif call.method == "add_request_peft" and call.result == "ok":
                 pending.discard(rid)

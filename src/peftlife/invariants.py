@@ -293,14 +293,7 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
             )
     recompute_paused = set(out.recompute_paused)
     for call in s.step.calls if s.step else ():
-        if (
-            call.caller == "scheduler"
-            and call.component == "target"
-            and call.method == "free_resources"
-            and call.get("started")
-            and call.get("had_cache")
-            and call.request_id not in recompute_paused
-        ):
+        if call.frees_started_request and call.request_id not in recompute_paused:
             yield bad(
                 call.request_id or 0,
                 "a started request whose KV the scheduler freed listed as recompute-paused",

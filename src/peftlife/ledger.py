@@ -35,6 +35,18 @@ class Call:
     result: object = None
     detail: tuple[tuple[str, object], ...] = ()
 
+    @property
+    def frees_started_request(self) -> bool:
+        """The scheduler freed a started request's target cache: a recompute pause
+        or a preemption (an unstarted first chunk being rewound is not one)."""
+        return (
+            self.caller == "scheduler"
+            and self.component == "target"
+            and self.method == "free_resources"
+            and bool(self.get("started"))
+            and bool(self.get("had_cache"))
+        )
+
     def get(self, key: str, default: object = None) -> object:
         """Look a key up in ``args`` then ``detail``."""
         for k, v in (*self.args, *self.detail):

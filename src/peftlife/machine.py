@@ -68,6 +68,8 @@ class LifecycleFailure(AssertionError):
         self.violations = violations
         self.run = run
         self.during = during
+        # Set once the trace shrinker has made this finding as small as it can.
+        self.shrunk = False
         first = violations[0]
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
         super().__init__(f"[{first.invariant}] {first}{more}")
@@ -87,7 +89,7 @@ def path_labels(snapshot: Snapshot) -> set[str]:
                 last_failed = call.request_id
             elif call.method == "suspend_request" and last_failed is not None:
                 labels.add("self eviction" if call.request_id == last_failed else "victim eviction")
-            elif call.method == "free_resources" and call.get("started"):
+            elif call.frees_started_request:
                 labels.add("recompute pause")
                 if call.get("was_active"):
                     labels.add("recompute pause of an active request")
@@ -337,6 +339,8 @@ def search(
 
 def minimized(failure: LifecycleFailure) -> LifecycleFailure:
     """The same finding on the smallest world and action list the shrinker finds."""
+    if failure.shrunk:
+        return failure
     run = failure.run
     factory = sut.load(run.sut)
     config, actions = shrink.minimize(run.config, run.actions, factory, failure.invariant)
@@ -344,4 +348,6 @@ def minimized(failure: LifecycleFailure) -> LifecycleFailure:
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
     smaller = Run(run.sut, run.scenario, config, actions, outcome.snapshots)
-    return LifecycleFailure(list(outcome.violations), smaller, outcome.during or "step")
+    result = LifecycleFailure(list(outcome.violations), smaller, outcome.during or "step")
+    result.shrunk = True
+    return result

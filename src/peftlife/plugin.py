@@ -71,15 +71,19 @@ def peftlife_search(
     """Run the machine under the loaded Hypothesis profile; raise on a finding.
 
     ``peftlife_search()`` checks ``--peftlife-sut`` (default ``reference``) in
-    ``--peftlife-scenario`` (default ``default``); arguments override both.
+    ``--peftlife-scenario`` (default ``default``); arguments override both, and
+    ``seed`` fixes the search's seed as ``peftlife check --seed`` does.
     """
     from hypothesis import settings
 
-    def run(sut_spec: str | None = None, scenario: str | None = None) -> SearchResult:
+    def run(
+        sut_spec: str | None = None, scenario: str | None = None, seed: int | None = None
+    ) -> SearchResult:
         result = search(
             sut_spec or peftlife_sut or "reference",
             scenario or peftlife_scenario or "default",
             settings(),
+            seed=seed,
         )
         if result.failure is not None:
             raise result.failure

@@ -27,7 +27,7 @@ def register() -> None:
     settings.register_profile(
         "ci",
         _BASE,
-        max_examples=150,
+        max_examples=300,
         stateful_step_count=40,
         derandomize=True,
         database=None,
