@@ -210,10 +210,13 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
     verdict = "the reference held and every mutant was caught" if ok else "the gate FAILED"
     console.print(verdict)
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"ok": ok, "rows": [attrs.asdict(r) for r in rows]}, indent=1) + "\n",
-            "utf-8",
-        )
+        path = Path(args.json)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            table_json = {"ok": ok, "rows": [attrs.asdict(r) for r in rows]}
+            path.write_text(json.dumps(table_json, indent=1) + "\n", "utf-8")
+        except OSError as err:
+            raise BadInput(f"cannot write --json {args.json!r}: {err.strerror}") from err
     return EXIT_HELD if ok else EXIT_FOUND
 
 
@@ -300,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     # Off a terminal (CI logs, pipes) lines are kept long rather than wrapped at 80.
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
     try:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):

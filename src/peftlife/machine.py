@@ -12,9 +12,11 @@ the reports.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, ClassVar
 
@@ -323,7 +325,8 @@ def search(
     failure = None
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(machine, settings=run_settings)
+        with _stable_constants():
+            run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
         failure = minimized(found) if shrink else found
     return SearchResult(
@@ -335,6 +338,39 @@ def search(
         time.perf_counter() - start,
         machine.coverage,
     )
+
+
+@contextmanager
+def _stable_constants() -> Iterator[None]:
+    """Search as if no local module had been imported.
+
+    Hypothesis mixes constants mined from every loaded local module into its
+    draws, so the same seed would search differently depending on what the
+    front door happened to import (the command line loads other modules than
+    pytest does). Pinning that pool to empty for the search keeps one seed, one
+    scenario and one SUT to one trace. It touches Hypothesis internals, so if
+    they move this degrades to doing nothing rather than failing.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers as p
+
+        saved = (p._local_constants, p._sys_modules_len, set(p._seen_modules))
+        empty = type(p._local_constants)()
+        cache = p.CONSTANTS_CACHE.cache
+    except (ImportError, AttributeError):
+        yield
+        return
+    p._local_constants = empty
+    p._seen_modules.update(id(m) for m in list(sys.modules.values()))
+    p._sys_modules_len = len(sys.modules)
+    cache.clear()
+    try:
+        yield
+    finally:
+        p._local_constants, p._sys_modules_len = saved[0], saved[1]
+        p._seen_modules.clear()
+        p._seen_modules.update(saved[2])
+        cache.clear()
 
 
 def minimized(failure: LifecycleFailure) -> LifecycleFailure:
