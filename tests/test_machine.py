@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from peftlife import lifecycle_machine, profiles
-from peftlife.machine import COVERAGE_LABELS, SearchResult, search
+from peftlife.machine import COVERAGE_LABELS, SearchResult, hunt, search
 from peftlife.mutants import CATALOGUE, Mutant
 from peftlife.scenarios import shipped_names
 
@@ -49,20 +49,10 @@ def test_every_rule_and_path_is_reached(reference_runs: dict[str, SearchResult])
     assert not missing, f"never reached: {missing}; reached: {dict(seen)}"
 
 
-def catch(mutant: Mutant) -> SearchResult:
-    """Search every shipped scenario in turn until one finds the mutant."""
-    result = None
-    for scenario in SCENARIOS:
-        result = search(f"mutant:{mutant.name}", scenario, CI, shrink=False)
-        if not result.held:
-            return result
-    assert result is not None
-    return result
-
-
 @pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
 def test_mutation_gate(mutant: Mutant) -> None:
-    result = catch(mutant)
+    """Caught by search alone: every shipped scenario in turn, no hand-written steps."""
+    result = hunt(f"mutant:{mutant.name}", CI)
     assert result.failure is not None, f"{mutant.name} escaped every shipped scenario"
     assert result.failure.invariant in mutant.acceptable, (
         f"{mutant.name} was caught by {result.failure.invariant} in {result.scenario}, "

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from peftlife import profiles, report, scenarios, sut
-from peftlife.machine import SearchResult, minimized, search
+from peftlife.machine import hunt, minimized, search
 from peftlife.mutants import CATALOGUE, Mutant
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -124,22 +124,14 @@ class GateRow:
 
 
 def gate_one(mutant: Mutant, profile: str, shrink: bool) -> GateRow:
-    """Search the shipped scenarios in turn until one catches the mutant; then shrink it."""
-    settings = _settings(profile)
-    spec = f"mutant:{mutant.name}"
+    """Hunt the mutant through the shipped scenarios; shrink what was found."""
     start = time.perf_counter()
-    found: SearchResult | None = None
-    examples = 0
-    for scenario in scenarios.shipped_names():
-        found = search(spec, scenario, settings, shrink=False)
-        if found.failure is not None:
-            examples += found.examples_to_find
-            break
-        examples += found.examples
-    if found is None or found.failure is None:
-        return GateRow(mutant.name, False, "-", "-", False, examples, None, _since(start))
+    found = hunt(f"mutant:{mutant.name}", _settings(profile))
+    if found.failure is None:
+        return GateRow(
+            mutant.name, False, "-", "-", False, found.examples_to_find, None, _since(start)
+        )
     failure = minimized(found.failure) if shrink else found.failure
-    shrunk_steps = len(failure.run.actions) if shrink else None
     invariant = found.failure.invariant
     return GateRow(
         mutant.name,
@@ -147,8 +139,8 @@ def gate_one(mutant: Mutant, profile: str, shrink: bool) -> GateRow:
         found.scenario,
         invariant,
         invariant in mutant.acceptable,
-        examples,
-        shrunk_steps,
+        found.examples_to_find,
+        len(failure.run.actions) if shrink else None,
         _since(start),
     )
 

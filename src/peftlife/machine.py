@@ -340,6 +340,23 @@ def search(
     )
 
 
+def hunt(sut_spec: str, settings: hypothesis.settings) -> SearchResult:
+    """Search every shipped scenario in turn, without shrinking, until one finds a failure.
+
+    The result is the last search run; ``examples_to_find`` counts the examples
+    of every scenario searched before, so it says how much search the find took.
+    """
+    spent = 0
+    result: SearchResult | None = None
+    for scenario in scenarios.shipped_names():
+        result = search(sut_spec, scenario, settings, shrink=False)
+        if result.failure is not None:
+            return attrs.evolve(result, examples_to_find=spent + result.examples_to_find)
+        spent += result.examples
+    assert result is not None, "no scenario ships with peftlife"
+    return attrs.evolve(result, examples_to_find=spent)
+
+
 @contextmanager
 def _stable_constants() -> Iterator[None]:
     """Search as if no local module had been imported.
