@@ -26,6 +26,7 @@ from peftlife.snapshot import (
     AdapterView,
     ListedView,
     LoraCacheView,
+    Outcome,
     OutputList,
     OutputRecord,
     RequestView,
@@ -207,7 +208,7 @@ class Engine:
         self._next_id = 1
         self._cancel_queue: list[int] = []
         self._recompute_pending: set[int] = set()
-        self._ended_now: list[tuple[int, Any]] = []
+        self._ended_now: list[tuple[int, Outcome]] = []
         self._last_step: StepRecord | None = None
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
@@ -541,7 +542,7 @@ class Engine:
         req.context_chunk_size = 0
         req.num_folded = req.num_generated
 
-    def _end(self, req: Request, outcome: Any) -> None:
+    def _end(self, req: Request, outcome: Outcome) -> None:
         """Free a request everywhere (upstream ``free_resources``) and retire it."""
         for pool in self.pools:
             pool.free_resources(req)
