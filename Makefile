@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Two workers, each test module kept on one (the machine modules share a fixture per module).
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 # The main job: search the reference for counterexamples, then prove every mutant is caught.
 check: setup

@@ -1,0 +1,28 @@
+"""The mutation gate: every known defect is caught by search alone.
+
+Each mutant is hunted through every shipped scenario in turn under the ``ci``
+profile, with no hand-written steps and no scenario made for it; a mutant that
+escapes, or that is caught on an invariant its catalogue entry does not
+accept, fails the suite.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from peftlife import profiles
+from peftlife.machine import hunt
+from peftlife.mutants import CATALOGUE, Mutant
+
+CI = profiles.get("ci")
+
+
+@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+def test_mutation_gate(mutant: Mutant) -> None:
+    """Caught by search alone: every shipped scenario in turn, no hand-written steps."""
+    result = hunt(f"mutant:{mutant.name}", CI)
+    assert result.failure is not None, f"{mutant.name} escaped every shipped scenario"
+    assert result.failure.invariant in mutant.acceptable, (
+        f"{mutant.name} was caught by {result.failure.invariant} in {result.scenario}, "
+        f"not by one of {mutant.acceptable}: {result.failure}"
+    )
