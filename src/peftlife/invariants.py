@@ -52,7 +52,7 @@ def _subject(view: RequestView) -> str:
     return f"request {view.request_id} ({adapter})"
 
 
-def _owned(view: RequestView, adapters: dict[int, AdapterView]) -> str:
+def owned(view: RequestView, adapters: dict[int, AdapterView]) -> str:
     """Which of the adapter's sets hold the request: active, paused, both or none."""
     adapter = adapters.get(view.lora_task_id) if view.lora_task_id is not None else None
     in_active = adapter is not None and view.request_id in adapter.active
@@ -94,7 +94,7 @@ def ownership_follows_residency(s: Snapshot) -> Iterator[Violation]:
         if view.lora_task_id is None:
             continue
         expected = expected_ownership(view)
-        found = _owned(view, adapters)
+        found = owned(view, adapters)
         if expected is not None and found != expected:
             why = (
                 "recompute-pending"

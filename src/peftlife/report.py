@@ -20,7 +20,7 @@ import io
 import json
 import pprint
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,9 +30,10 @@ from rich.text import Text
 
 from peftlife import sut as sut_module
 from peftlife.engine import EngineConfig
+from peftlife.invariants import owned
 from peftlife.ledger import Call
 from peftlife.machine import LifecycleFailure
-from peftlife.snapshot import AdapterView, RequestView, Snapshot
+from peftlife.snapshot import Snapshot
 from peftlife.trace import Action, Entry, Outcome, checked_replay
 
 __all__ = ["Case", "Entry", "Outcome", "ReportError", "replay"]
@@ -192,17 +193,6 @@ def world_lines(config: EngineConfig) -> list[str]:
     ]
 
 
-def _owns(view: RequestView, adapters: dict[int, AdapterView]) -> str:
-    if view.lora_task_id is None:
-        return "-"
-    adapter = adapters.get(view.lora_task_id)
-    if adapter is None:
-        return "none"
-    if view.request_id in adapter.active:
-        return "active"
-    return "paused" if view.request_id in adapter.paused else "none"
-
-
 def request_fields(s: Snapshot) -> dict[int, dict[str, str]]:
     """Each live request's compact fields, by request id."""
     adapters = {a.task_id: a for a in s.adapters}
@@ -217,7 +207,7 @@ def request_fields(s: Snapshot) -> dict[int, dict[str, str]]:
         }
         if v.draft is not None:
             row["draft"] = v.draft.residency.name
-        row["owns"] = _owns(v, adapters)
+        row["owns"] = "-" if v.lora_task_id is None else owned(v, adapters)
         fields[v.request_id] = row
     return fields
 
@@ -236,16 +226,6 @@ def adapter_fields(s: Snapshot) -> dict[int, dict[str, str]]:
         }
         for a in s.adapters
     }
-
-
-def _changed(old: dict[str, str] | None, new: dict[str, str]) -> Iterator[tuple[str, str, bool]]:
-    """(field, shown value, changed?) with a change shown as ``old→new``."""
-    for key, value in new.items():
-        before = None if old is None else old.get(key)
-        if before is not None and before != value:
-            yield key, f"{before}→{value}", True
-        else:
-            yield key, value, old is None
 
 
 def scheduler_calls(s: Snapshot) -> list[str]:
@@ -290,21 +270,105 @@ def output_line(s: Snapshot) -> str:
 
 
 @attrs.frozen
+class Row:
+    """A request or an adapter after an iteration, each field marked if it changed."""
+
+    name: str  # "request 3" or "adapter 7"
+    cells: tuple[tuple[str, str, bool], ...]  # (field, shown value, changed?)
+    new: bool
+    mark: str | None  # the invariant this row is the subject of
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.new and self.mark is None and not any(c for _, _, c in self.cells)
+
+
+def _row(name: str, old: dict[str, str] | None, new: dict[str, str], marks: dict[str, str]) -> Row:
+    cells = []
+    for key, value in new.items():
+        before = None if old is None else old.get(key)
+        changed = before is not None and before != value
+        cells.append((key, f"{before}→{value}" if changed else value, changed))
+    return Row(name, tuple(cells), old is None, marks.get(name))
+
+
+@attrs.frozen
+class Iteration:
+    """What both renderings show of one iteration."""
+
+    output: str
+    requests: tuple[Row, ...]
+    ended: tuple[str, ...]
+    adapters: tuple[Row, ...]
+    calls: tuple[tuple[str, str], ...]  # ("KV" or "PEFT", the calls as text)
+    errors: tuple[str, ...]
+
+
+def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> Iteration:
+    old_requests = request_fields(previous) if previous else {}
+    old_adapters = adapter_fields(previous) if previous else {}
+    kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
+    calls = [("KV", "; ".join(kv_calls))] if kv_calls else []
+    if peft_calls or (kv_calls and s.adapters):
+        # A KV move without its PEFT move is often the defect itself: say "none".
+        calls.append(("PEFT", "; ".join(peft_calls) or "none"))
+    return Iteration(
+        output=output_line(s),
+        requests=tuple(
+            _row(f"request {rid}", old_requests.get(rid), fields, marks)
+            for rid, fields in request_fields(s).items()
+        ),
+        ended=tuple(f"request {rid} {outcome}" for rid, outcome in s.ended),
+        adapters=tuple(
+            _row(f"adapter {task}", old_adapters.get(task), fields, marks)
+            for task, fields in adapter_fields(s).items()
+        ),
+        calls=tuple(calls),
+        errors=tuple(e.message for e in (s.step.errors if s.step else ())),
+    )
+
+
+@attrs.frozen
 class Step:
-    label: str
+    """One line of the story: an action (numbered) or a drain iteration (not)."""
+
+    number: int | None
+    text: str
     action: Action | None
     entry: Entry | None
     previous: Snapshot | None
+    # The id a submit gives its request; the rows a violation is about, at its iteration.
+    request_id: int | None = None
+    marks: dict[str, str] = attrs.field(factory=dict, eq=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.number:>3} {self.text}" if self.number else f"    {self.text}"
+
+    def view(self) -> Iteration | None:
+        if self.entry is None:
+            return None
+        return iteration(self.entry.snapshot, self.previous, self.marks)
 
 
 def story(case: Case, outcome: Outcome, drain_shown: int = 3) -> list[Step | str]:
     """The numbered actions with their iterations; a long drain is elided."""
     by_action = {e.action_index: e for e in outcome.entries if e.action_index is not None}
+    last = outcome.entries[-1] if outcome.violations else None
+
+    def marks(entry: Entry | None) -> dict[str, str]:
+        return violation_subjects(outcome) if entry is not None and entry is last else {}
+
     items: list[Step | str] = []
     previous: Snapshot | None = None
+    submitted = 0
     for index, action in enumerate(case.actions):
         entry = by_action.get(index)
-        items.append(Step(f"{index + 1:>3} {action.describe()}", action, entry, previous))
+        submitted += action.kind == "submit"
+        request_id = submitted if action.kind == "submit" else None
+        items.append(
+            Step(index + 1, action.describe(), action, entry, previous, request_id, marks(entry))
+        )
         if entry is not None:
             previous = entry.snapshot
         if outcome.during == "step" and entry is outcome.entries[-1]:
@@ -319,7 +383,8 @@ def story(case: Case, outcome: Outcome, drain_shown: int = 3) -> list[Step | str
             previous = drained[hidden - 1].snapshot
         if outcome.during == "drain":
             for number, entry in enumerate(drained[max(hidden, 0) :], start=max(hidden, 0) + 1):
-                items.append(Step(f"    drain {number}/{len(drained)}", None, entry, previous))
+                text = f"drain {number}/{len(drained)}"
+                items.append(Step(None, text, None, entry, previous, marks=marks(entry)))
                 previous = entry.snapshot
     return items
 
@@ -333,18 +398,14 @@ def violation_subjects(outcome: Outcome) -> dict[str, str]:
     return marks
 
 
-def _ended(s: Snapshot) -> list[str]:
-    return [f"request {rid} {outcome}" for rid, outcome in s.ended]
-
-
 # ---- terminal ----
 
 
 def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
     """Print the story; colours only on a terminal, none with NO_COLOR."""
 
-    def say(text: str, style: str = "") -> None:
-        console.print(Text(text, style=style), soft_wrap=True)
+    def say(text: str | Text, style: str = "") -> None:
+        console.print(Text(text, style=style) if isinstance(text, str) else text, soft_wrap=True)
 
     if outcome.violations:
         say(f"peftlife counterexample: {outcome.violations[0].invariant}", "bold red")
@@ -356,22 +417,18 @@ def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
     for world in world_lines(case.config):
         say(f"  {world}", "dim")
     say("")
-    next_id = 1
-    last = outcome.entries[-1] if outcome.entries else None
     for item in story(case, outcome):
         if isinstance(item, str):
             say(f"    … {item}", "dim")
             continue
         line = Text(item.label, style="bold")
-        if item.action is not None and item.action.kind == "submit":
-            line.append(f"  → request {next_id}", style="cyan")
-            next_id += 1
+        if item.request_id is not None:
+            line.append(f"  → request {item.request_id}", style="cyan")
         if item.entry is not None:
             line.append(f"  → iteration {item.entry.snapshot.iteration}", style="cyan")
-        console.print(line, soft_wrap=True)
-        if item.entry is not None:
-            marks = violation_subjects(outcome) if item.entry is last else {}
-            _print_iteration(console, item.entry.snapshot, item.previous, marks)
+        say(line)
+        if (view := item.view()) is not None:
+            _print_iteration(say, view)
     say("")
     for v in outcome.violations:
         say(f"✗ {v.invariant}: {v.subject} at iteration {v.iteration}", "bold red")
@@ -379,46 +436,31 @@ def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
         say(f"    found     {v.found}", "red")
 
 
-def _print_iteration(
-    console: Console, s: Snapshot, previous: Snapshot | None, marks: dict[str, str]
-) -> None:
-    console.print(Text(f"      scheduler output: {output_line(s)}"), soft_wrap=True)
-    old_requests = request_fields(previous) if previous else {}
-    for rid, fields in request_fields(s).items():
-        _print_row(console, f"request {rid}", old_requests.get(rid), fields, marks)
-    for text in _ended(s):
-        console.print(Text(f"      {text}", style="cyan"))
-    old_adapters = adapter_fields(previous) if previous else {}
-    for task, fields in adapter_fields(s).items():
-        _print_row(console, f"adapter {task}", old_adapters.get(task), fields, marks)
-    kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
-    if kv_calls:
-        console.print(Text(f"      scheduler KV calls: {'; '.join(kv_calls)}"), soft_wrap=True)
-    if peft_calls or (kv_calls and s.adapters):
-        # A KV move without its PEFT move is often the defect itself: say "none".
-        shown = "; ".join(peft_calls) or "none"
-        console.print(Text(f"      scheduler PEFT calls: {shown}"), soft_wrap=True)
-    for err in s.step.errors if s.step else ():
-        console.print(Text(f"      engine: {err.message}", style="red"), soft_wrap=True)
+def _print_iteration(say: Callable[..., None], view: Iteration) -> None:
+    say(f"      scheduler output: {view.output}")
+    for row in view.requests:
+        say(_row_text(row))
+    for text in view.ended:
+        say(f"      {text}", "cyan")
+    for row in view.adapters:
+        say(_row_text(row))
+    for what, calls in view.calls:
+        say(f"      scheduler {what} calls: {calls}")
+    for message in view.errors:
+        say(f"      engine: {message}", "red")
 
 
-def _print_row(
-    console: Console,
-    name: str,
-    old: dict[str, str] | None,
-    new: dict[str, str],
-    marks: dict[str, str],
-) -> None:
-    row = Text(f"      {name:<11}")
-    if old == new and name not in marks:
-        row.append(" unchanged", style="dim")
+def _row_text(row: Row) -> Text:
+    text = Text(f"      {row.name:<11}")
+    if row.unchanged:
+        text.append(" unchanged", style="dim")
     else:
-        for key, value, changed in _changed(old, new):
-            row.append(f" {key} ")
-            row.append(value, style="bold yellow" if changed and old is not None else "")
-    if name in marks:
-        row.append(f"  ← {marks[name]}", style="bold red")
-    console.print(row, soft_wrap=True)
+        for key, value, changed in row.cells:
+            text.append(f" {key} ")
+            text.append(value, style="bold yellow" if changed else "")
+    if row.mark is not None:
+        text.append(f"  ← {row.mark}", style="bold red")
+    return text
 
 
 def terminal_text(case: Case, outcome: Outcome, width: int = 110) -> str:
@@ -432,33 +474,24 @@ def terminal_text(case: Case, outcome: Outcome, width: int = 110) -> str:
 # ---- Markdown ----
 
 
-def _changes(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> list[str]:
-    """What an iteration changed, as short phrases; violation subjects in full."""
-    phrases = [f"output {output_line(s)}"]
-    old_requests = request_fields(previous) if previous else {}
-    for rid, fields in request_fields(s).items():
-        diffs = [f"{k} {v}" for k, v, changed in _changed(old_requests.get(rid), fields) if changed]
-        if rid not in old_requests or f"request {rid}" in marks:
-            diffs = [f"{k} {v}" for k, v, _ in _changed(old_requests.get(rid), fields)]
-        if diffs:
-            mark = f" ← **{marks[f'request {rid}']}**" if f"request {rid}" in marks else ""
-            phrases.append(f"request {rid}: " + ", ".join(diffs) + mark)
-    phrases += _ended(s)
-    old_adapters = adapter_fields(previous) if previous else {}
-    for task, fields in adapter_fields(s).items():
-        old = old_adapters.get(task)
-        subject = f"adapter {task}" in marks
-        diffs = [f"{k} {v}" for k, v, changed in _changed(old, fields) if changed or subject]
-        if diffs:
-            mark = f" ← **{marks[f'adapter {task}']}**" if subject else ""
-            phrases.append(f"adapter {task}: " + ", ".join(diffs) + mark)
-    kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
-    if kv_calls:
-        phrases.append("scheduler KV calls " + "; ".join(kv_calls))
-    if peft_calls or (kv_calls and s.adapters):
-        phrases.append("scheduler PEFT calls " + ("; ".join(peft_calls) or "none"))
-    phrases += [f"engine: {e.message}" for e in (s.step.errors if s.step else ())]
+def _phrases(view: Iteration) -> list[str]:
+    """An iteration as short phrases: what changed, and violation subjects in full."""
+    phrases = [f"output {view.output}"]
+    phrases += [p for row in view.requests if (p := _row_phrase(row))]
+    phrases += view.ended
+    phrases += [p for row in view.adapters if (p := _row_phrase(row))]
+    phrases += [f"scheduler {what} calls {calls}" for what, calls in view.calls]
+    phrases += [f"engine: {message}" for message in view.errors]
     return phrases
+
+
+def _row_phrase(row: Row) -> str:
+    """The fields that changed, or all of them for a new row or a violation subject."""
+    full = row.new or row.mark is not None
+    cells = [f"{key} {value}" for key, value, changed in row.cells if changed or full]
+    if not cells:
+        return ""
+    return f"{row.name}: " + ", ".join(cells) + (f" ← **{row.mark}**" if row.mark else "")
 
 
 def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None = None) -> str:
@@ -480,26 +513,22 @@ def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None =
         "| # | action | what happened |",
         "|---:|---|---|",
     ]
-    next_id = 1
-    last = outcome.entries[-1] if outcome.entries else None
     for item in story(case, outcome):
         if isinstance(item, str):
             lines.append(f"| | … | {item} |")
             continue
-        number, _, label = item.label.strip().partition(" ")
-        if item.action is None:
-            number, label = "", item.label.strip()
-        if item.action is not None and item.action.kind == "submit":
-            happened = f"request {next_id} arrives"
-            next_id += 1
-        elif item.entry is not None:
-            marks = violation_subjects(outcome) if item.entry is last else {}
+        view = item.view()
+        if item.request_id is not None:
+            happened = f"request {item.request_id} arrives"
+        elif view is not None:
+            assert item.entry is not None
             happened = f"**iteration {item.entry.snapshot.iteration}**: " + "; ".join(
-                _changes(item.entry.snapshot, item.previous, marks)
+                _phrases(view)
             )
         else:
             happened = "takes effect at the next iteration"
-        lines.append(f"| {number} | `{label}` | {happened.replace('|', '/')} |")
+        number = "" if item.number is None else str(item.number)
+        lines.append(f"| {number} | `{item.text}` | {happened.replace('|', '/')} |")
     lines.append("")
     for v in outcome.violations:
         lines += [
