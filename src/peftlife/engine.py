@@ -124,6 +124,14 @@ _LIST_STATE = {
 }
 
 
+def _raised(what: str, err: Exception) -> StepError:
+    return StepError(
+        "scheduler_raised",
+        f"{what} raised {type(err).__name__}: {err}",
+        exception=type(err).__name__,
+    )
+
+
 class SchedulerHung(Exception):
     """The scheduler did not return within the engine's deadline."""
 
@@ -215,11 +223,7 @@ class Engine:
         try:
             self.scheduler = scheduler_factory(self.environment)
         except Exception as err:  # the SUT is untrusted
-            self._factory_error = StepError(
-                "scheduler_raised",
-                f"the scheduler factory raised {type(err).__name__}: {err}",
-                exception=type(err).__name__,
-            )
+            self._factory_error = _raised("the scheduler factory", err)
 
     # ---- the world's inputs ----
 
@@ -339,35 +343,28 @@ class Engine:
         except SchedulerHung as err:
             return None, StepError("scheduler_hung", str(err), exception="SchedulerHung")
         except (PeftTaskNotCachedException, LoraCacheFullException) as err:
-            return None, self._peft_error_in_scheduler(err)
+            # A resume re-registers inside the pass: the manager's verdict, not a crash.
+            return None, self._registration_failure(err) or _raised("schedule_request", err)
         except Exception as err:  # the SUT is untrusted
-            return None, StepError(
-                "scheduler_raised",
-                f"schedule_request raised {type(err).__name__}: {err}",
-                exception=type(err).__name__,
-            )
+            return None, _raised("schedule_request", err)
         lists = self._read_lists(output)
         if isinstance(lists, StepError):
             return None, lists
         return lists, None
 
-    def _peft_error_in_scheduler(self, err: Exception) -> StepError:
-        """A PEFT call the scheduler made raised: the manager's verdict, not a crash.
+    def _registration_failure(self, err: Exception) -> StepError | None:
+        """The ``add_request_peft`` that just raised, as a finding; None if it was not one.
 
-        A resumed request re-registers inside the pass, so "not found in cache"
-        for a request registered before reaches the engine through the scheduler.
+        The manager records the call before raising, so the ledger's last call
+        names the request, its caller, and whether it had registered before.
         """
         last = self.ledger.calls[-1] if self.ledger.calls else None
-        if last is None or last.method != "add_request_peft" or last.caller != "scheduler":
-            return StepError(
-                "scheduler_raised",
-                f"schedule_request raised {type(err).__name__}: {err}",
-                exception=type(err).__name__,
-            )
+        if last is None or last.method != "add_request_peft":
+            return None
         return StepError(
             "add_request_peft_failed",
-            f"add_request_peft({last.request_id}) by the scheduler raised "
-            f"{type(err).__name__}: {err}",
+            f"add_request_peft({last.request_id}) by the {last.caller.replace('_', ' ')} "
+            f"raised {type(err).__name__}: {err}",
             request_id=last.request_id,
             exception=type(err).__name__,
             registered_before=bool(last.get("registered_before")),
@@ -467,20 +464,13 @@ class Engine:
             return context, None
         kept = []
         for req in context:
-            registered_before = req.request_id in peft.ever_registered
             try:
                 peft.add_request_peft(req)
                 kept.append(req)
             except (PeftTaskNotCachedException, LoraCacheFullException) as err:
-                errors.append(
-                    StepError(
-                        "add_request_peft_failed",
-                        f"add_request_peft({req.request_id}) raised {type(err).__name__}: {err}",
-                        request_id=req.request_id,
-                        exception=type(err).__name__,
-                        registered_before=registered_before,
-                    )
-                )
+                failure = self._registration_failure(err)
+                assert failure is not None, "the manager records a call before it raises"
+                errors.append(failure)
                 self._end(req, "failed")
         try:
             peft.ensure_batch(kept, generation)

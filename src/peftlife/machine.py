@@ -60,16 +60,14 @@ class Run:
     scenario: str
     config: EngineConfig
     actions: tuple[Action, ...]
-    snapshots: tuple[Snapshot, ...]
 
 
 class LifecycleFailure(AssertionError):
     """A finding: the violations seen, and the run that led to them."""
 
-    def __init__(self, violations: list[Violation], run: Run, during: str = "step") -> None:
+    def __init__(self, violations: list[Violation], run: Run) -> None:
         self.violations = violations
         self.run = run
-        self.during = during
         # Set once the trace shrinker has made this finding as small as it can.
         self.shrunk = False
         first = violations[0]
@@ -127,20 +125,17 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.engine: Engine | None = None
         self.config: EngineConfig | None = None
         self.actions: list[Action] = []
-        self.snapshots: list[Snapshot] = []
         self.suspended: set[int] = set()
         self.submitted = 0
         self.failed = False
 
-    def _run(self) -> Run:
+    def _failure(self, violations: list[Violation]) -> LifecycleFailure:
         assert self.config is not None
-        return Run(
-            self.sut_spec,
-            self.scenario.name,
-            self.config,
-            tuple(self.actions),
-            tuple(self.snapshots),
-        )
+        self.failed = True
+        cls = type(self)
+        cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
+        run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
+        return LifecycleFailure(violations, run)
 
     def _label(self, label: str) -> None:
         event(label)
@@ -151,16 +146,16 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.actions.append(action)
         self._label(f"rule: {action.kind}")
         snapshot = apply(self.engine, action)
-        if snapshot is not None:
-            self._observe(snapshot)
+        if snapshot is not None and (violations := self._observe(snapshot)):
+            raise self._failure(violations)
 
     def _pool(self, pool: str) -> str:
         """Record the pool a fault really lands in: the target when there is no draft."""
         assert self.engine is not None
         return pool if self.engine.draft_kv_cache_manager is not None else "target"
 
-    def _observe(self, snapshot: Snapshot, during: str = "step") -> list[Violation]:
-        self.snapshots.append(snapshot)
+    def _observe(self, snapshot: Snapshot) -> list[Violation]:
+        """Count the paths one iteration took, then check it."""
         type(self).iterations += 1
         for label in path_labels(snapshot):
             self._label(label)
@@ -170,13 +165,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         for rid, outcome in snapshot.ended:
             if outcome == "finished" and rid in self.suspended:
                 self._label("completion after suspension")
-        violations = invariants.check(snapshot)
-        if violations:
-            self.failed = True
-            cls = type(self)
-            cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
-            raise LifecycleFailure(violations, self._run(), during)
-        return violations
+        return invariants.check(snapshot)
 
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would
@@ -184,15 +173,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         if self.engine is None or self.failed:
             return
         # Every example ends with the drain; a replay runs it again after the actions.
-        result = invariants.drain(self.engine, checker=self._drain_check)
+        result = invariants.drain(self.engine, checker=self._observe)
         if result.violations:
-            raise LifecycleFailure(list(result.violations), self._run(), "drain")
-
-    def _drain_check(self, snapshot: Snapshot) -> list[Violation]:
-        try:
-            return self._observe(snapshot, "drain")
-        except LifecycleFailure as failure:
-            return failure.violations
+            raise self._failure(list(result.violations))
 
 
 @cache
@@ -400,7 +383,7 @@ def minimized(failure: LifecycleFailure) -> LifecycleFailure:
     outcome = checked_replay(config, actions, factory)
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
-    smaller = Run(run.sut, run.scenario, config, actions, outcome.snapshots)
-    result = LifecycleFailure(list(outcome.violations), smaller, outcome.during or "step")
+    smaller = Run(run.sut, run.scenario, config, actions)
+    result = LifecycleFailure(list(outcome.violations), smaller)
     result.shrunk = True
     return result

@@ -36,13 +36,8 @@ class RecomputePauseTerminates(ReferenceScheduler):
 
 
 class PhantomPauseUnstarted(ReferenceScheduler):
-    def suspend(self, p: _Pass, req: Request, *, owned: bool = True) -> None:
-        was_active = owned and self.kv.is_request_active(req.request_id)
-        self._suspend_kv(req)
-        if was_active:  # missing the "started" check: a first chunk releases with pause
-            self.release_on_suspend(req)
-        if req.is_started and not any(r is req for r in p.paused):
-            p.paused.append(req)
+    def owns_adapter(self, req: Request, was_active: bool) -> bool:
+        return was_active  # missing the "started" check: a first chunk releases with pause
 
 
 class RegisterBeforeAllocation(ReferenceScheduler):

@@ -179,7 +179,7 @@ class ReferenceScheduler:
 
     def _admit_generation(self, p: _Pass, i: int, req: Request) -> bool:
         """Allocate one token for ``req``, climbing the eviction ladder as needed."""
-        resuming = not self.kv.is_request_active(req.request_id)
+        resuming = self._is_suspended(req)
         self.before_generation_allocation(req, resuming)
         while not self._allocate_generation(req):
             victim = p.last_after(i, p.frontier, self._is_evictable)
@@ -250,9 +250,7 @@ class ReferenceScheduler:
     def _admit_context(self, p: _Pass, j: int, req: Request, chunk: int) -> bool:
         """Make room for one context chunk in every pool; False means skip it."""
         first = req.is_first_context_chunk
-        resuming = self.kv.has_cache(req.request_id) and not self.kv.is_request_active(
-            req.request_id
-        )
+        resuming = self._is_suspended(req)
         if not self._prepare_context(req):
             if first:
                 self._free_kv(req)
@@ -302,13 +300,19 @@ class ReferenceScheduler:
         ``paused_requests``. ``owned=False`` says the cache is ACTIVE only
         because this pass resumed it without registering it.
         """
-        was_active = owned and self.kv.is_request_active(req.request_id)
+        releases = self.owns_adapter(req, owned and self.kv.is_request_active(req.request_id))
         self._suspend_kv(req)
-        if req.is_started:
-            if was_active:
-                self.release_on_suspend(req)
-            if not any(r is req for r in p.paused):
-                p.paused.append(req)
+        if releases:
+            self.release_on_suspend(req)
+        if req.is_started and not any(r is req for r in p.paused):
+            p.paused.append(req)
+
+    def owns_adapter(self, req: Request, was_active: bool) -> bool:
+        """Whether a request leaving the device owns its adapter: started and was ACTIVE.
+
+        A first chunk that never ran owns nothing, whatever its cache says.
+        """
+        return req.is_started and was_active
 
     def release_on_suspend(self, req: Request) -> None:
         self._mark_done(req, pause=True)
@@ -335,6 +339,9 @@ class ReferenceScheduler:
             self.peft.add_request_peft(req)
 
     # ---- plumbing ----
+
+    def _is_suspended(self, req: Request) -> bool:
+        return self.kv.has_cache(req.request_id) and not self.kv.is_request_active(req.request_id)
 
     def _suspend_kv(self, req: Request) -> None:
         self.kv.suspend_request(req)
