@@ -105,19 +105,11 @@ def replay(case: Case, sut: str | None = None) -> Outcome:
 
 def _plain(value: Any) -> Any:
     """A snapshot part as JSON-ready data."""
-    if isinstance(value, Call):
-        return {
-            "iteration": value.iteration,
-            "caller": value.caller,
-            "component": value.component,
-            "method": value.method,
-            "request_id": value.request_id,
-            "args": {k: _plain(v) for k, v in value.args},
-            "result": _plain(value.result),
-            "detail": {k: _plain(v) for k, v in value.detail},
-        }
     if attrs.has(type(value)):
-        return {f.name: _plain(getattr(value, f.name)) for f in attrs.fields(type(value))}
+        plain = {f.name: _plain(getattr(value, f.name)) for f in attrs.fields(type(value))}
+        if isinstance(value, Call):  # its (key, value) pairs read better as objects
+            plain |= {"args": dict(plain["args"]), "detail": dict(plain["detail"])}
+        return plain
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, frozenset | set):

@@ -1,0 +1,88 @@
+"""The trace shrinker: smaller, still failing on the same invariant, deterministic."""
+
+from __future__ import annotations
+
+from peftlife import shrink
+from peftlife.engine import EngineConfig
+from peftlife.invariants import can_drain
+from peftlife.mutants import factory
+from peftlife.scheduler import ReferenceScheduler
+from peftlife.trace import Action, checked_replay
+
+MUTANT = factory("no_release_on_suspend")
+SUBMIT = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=6, max_new_tokens=4)
+STEP = Action("step")
+# A world bigger than needed and a trace with noise around the two actions that matter.
+CONFIG = EngineConfig(
+    device_pages=12,
+    host_pages=12,
+    draft_device_pages=12,
+    draft_host_pages=12,
+    tokens_per_block=2,
+    lora_device_pages=3,
+    lora_host_pages=6,
+    adapter_pages=((1, 2), (2, 1)),
+    max_num_tokens=16,
+    max_batch_size=4,
+)
+ACTIONS = (
+    Action("submit", lora_task_id=2, lora_weights=True, prompt_len=3, max_new_tokens=2),
+    SUBMIT,
+    STEP,
+    Action("cancel", request_id=1),
+    STEP,
+    Action("refuse_resume", pool="draft"),
+    Action("fail_grow", pool="target"),
+    STEP,
+    STEP,
+    STEP,
+)
+
+
+def test_the_long_case_fails_to_begin_with() -> None:
+    assert shrink.first_invariant(CONFIG, ACTIONS, MUTANT) == "ownership_follows_residency"
+
+
+def test_minimize_makes_it_smaller_and_keeps_the_invariant() -> None:
+    config, actions = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    assert len(actions) < len(ACTIONS)
+    assert config.device_pages < CONFIG.device_pages
+    assert config.draft_device_pages is None  # the draft pool was not needed
+    outcome = checked_replay(config, actions, MUTANT)
+    assert outcome.violations[0].invariant == "ownership_follows_residency"
+    # Only drainable worlds are fair game: the drain's verdict means nothing elsewhere.
+    submits = [
+        (a.lora_task_id, a.prompt_len, a.max_new_tokens) for a in actions if a.kind == "submit"
+    ]
+    assert can_drain(config, submits)
+
+
+def test_minimize_is_deterministic() -> None:
+    once = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    again = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    assert once == again
+
+
+def test_a_case_that_does_not_fail_on_the_invariant_is_returned_unchanged() -> None:
+    assert shrink.minimize(CONFIG, ACTIONS, MUTANT, "draft_mirrors_target") == (CONFIG, ACTIONS)
+    assert shrink.first_invariant(CONFIG, ACTIONS, ReferenceScheduler) is None
+
+
+def test_removing_a_submit_renumbers_later_cancels_and_drops_its_own() -> None:
+    actions = (
+        SUBMIT,
+        SUBMIT,
+        SUBMIT,
+        Action("cancel", request_id=1),
+        Action("cancel", request_id=3),
+    )
+    assert shrink._without(actions, 0, 1) == (
+        SUBMIT,
+        SUBMIT,
+        Action("cancel", request_id=2),
+    )
+
+
+def test_draft_faults_land_on_the_target_once_the_draft_pool_is_gone() -> None:
+    _, actions = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    assert all(a.pool == "target" for a in actions)
