@@ -1,13 +1,13 @@
 """Hypothesis settings profiles for this repository's suite.
 
 ``dev`` by default, ``ci`` when the CI variable is set; any registered profile
-with ``--hypothesis-profile NAME``. The profiles live in ``peftlife.profiles``
+with ``--hypothesis-profile NAME``. The profiles live in ``peftlife.search.profiles``
 so the command line and the pytest plugin have them outside this repository.
 """
 
 from hypothesis import settings
 
-from peftlife import profiles
+from peftlife.search import profiles
 
 profiles.register()
 settings.load_profile(profiles.default_name())

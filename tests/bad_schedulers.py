@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from peftlife.engine import Environment
-from peftlife.request import Request
-from peftlife.scheduler import ReferenceScheduler
-from peftlife.sut import SchedulerOutput
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.protocol import Environment, SchedulerOutput
+from peftlife.world.request import Request
 
 
 class Raising(ReferenceScheduler):

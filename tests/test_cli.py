@@ -23,9 +23,13 @@ from typing import Any
 import attrs
 import pytest
 
-from peftlife import cli, mutants, report, scenarios, sut
-from peftlife.mutants import BY_NAME, Mutant
-from peftlife.scheduler import ReferenceScheduler
+from peftlife import reports as report
+from peftlife import sut
+from peftlife.doors import cli
+from peftlife.search import scenarios
+from peftlife.sut import mutants
+from peftlife.sut.mutants import BY_NAME, Mutant
+from peftlife.sut.reference import ReferenceScheduler
 
 MUTANT = "mutant:no_release_on_suspend"
 SHIPPED = scenarios.shipped_names()
@@ -217,7 +221,7 @@ COMMANDS = ("check", "mutants", "replay", "scenarios")
             id="missing-module",
         ),
         pytest.param(
-            ["check", "--sut", "peftlife.scheduler:NoSuchFactory"],
+            ["check", "--sut", "peftlife.sut.reference:NoSuchFactory"],
             ["NoSuchFactory", "Environment -> Scheduler"],
             id="missing-attribute",
         ),

@@ -12,7 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from peftlife import cli, report
+from peftlife import reports as report
+from peftlife.doors import cli
 
 SUT, SCENARIO, SEED = "mutant:pause_flag_dropped", "default", 20261130
 

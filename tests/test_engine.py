@@ -11,13 +11,13 @@ from typing import Any
 import attrs
 import pytest
 
-from peftlife.engine import Engine, EngineConfig, Environment
-from peftlife.invariants import check
-from peftlife.kv import Residency
-from peftlife.request import LlmRequestState, Request
-from peftlife.scheduler import ReferenceScheduler
-from peftlife.snapshot import Snapshot
-from peftlife.sut import SchedulerOutput
+from peftlife.checker.invariants import check
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.kv import Residency
+from peftlife.world.protocol import Environment, SchedulerOutput
+from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.snapshot import Snapshot
 
 ACTIVE, SUSPENDED, NONE = Residency.ACTIVE, Residency.SUSPENDED, Residency.NONE
 

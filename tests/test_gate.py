@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from peftlife import profiles
-from peftlife.machine import hunt
-from peftlife.mutants import CATALOGUE, Mutant
+from peftlife.search import profiles
+from peftlife.search.machine import hunt
+from peftlife.sut.mutants import CATALOGUE, Mutant
 
 CI = profiles.get("ci")
 

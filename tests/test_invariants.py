@@ -14,24 +14,16 @@ from collections.abc import Callable, Iterable
 import attrs
 import pytest
 
-from peftlife.engine import Engine, EngineConfig
-from peftlife.invariants import (
-    INVARIANTS,
-    DrainResult,
-    Violation,
-    _drained_empty,
-    can_drain,
-    check,
-    drain,
-    drain_bound,
-    expected_ownership,
-)
-from peftlife.kv import NO_CACHE, CacheView, PoolView, Residency
-from peftlife.ledger import Call, Caller, Component
-from peftlife.peft import CacheEntryView
-from peftlife.request import LlmRequestState
-from peftlife.scheduler import ReferenceScheduler
-from peftlife.snapshot import (
+from peftlife.checker.drain import DrainResult, _drained_empty, can_drain, drain, drain_bound
+from peftlife.checker.invariants import INVARIANTS, Violation, check, expected_ownership
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
+from peftlife.world.ledger import Call, Caller, Component
+from peftlife.world.peft import CacheEntryView
+from peftlife.world.protocol import SchedulerOutput
+from peftlife.world.request import LlmRequestState
+from peftlife.world.snapshot import (
     AdapterView,
     ListedView,
     LoraCacheView,
@@ -42,7 +34,6 @@ from peftlife.snapshot import (
     StepError,
     StepRecord,
 )
-from peftlife.sut import SchedulerOutput
 
 CTX = LlmRequestState.CONTEXT_INIT
 GEN = LlmRequestState.GENERATION_IN_PROGRESS

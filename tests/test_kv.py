@@ -11,9 +11,9 @@ import random
 
 import pytest
 
-from peftlife.kv import NO_CACHE, CacheView, KVCacheManager, Residency
-from peftlife.ledger import Call, CallLedger
-from peftlife.request import LlmRequestState, Request
+from peftlife.world.kv import NO_CACHE, CacheView, KVCacheManager, Residency
+from peftlife.world.ledger import Call, CallLedger
+from peftlife.world.request import LlmRequestState, Request
 
 # ---- helpers ----
 

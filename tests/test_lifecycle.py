@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from peftlife.engine import Engine, EngineConfig
-from peftlife.invariants import check
-from peftlife.kv import Residency
-from peftlife.ledger import Call
-from peftlife.request import LlmRequestState
-from peftlife.scheduler import ReferenceScheduler
-from peftlife.snapshot import AdapterView, Snapshot
+from peftlife.checker.invariants import check
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.kv import Residency
+from peftlife.world.ledger import Call
+from peftlife.world.request import LlmRequestState
+from peftlife.world.snapshot import AdapterView, Snapshot
 
 ACTIVE, SUSPENDED, NONE = Residency.ACTIVE, Residency.SUSPENDED, Residency.NONE
 

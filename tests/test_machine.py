@@ -11,9 +11,10 @@ from collections import Counter
 
 import pytest
 
-from peftlife import lifecycle_machine, profiles
-from peftlife.machine import COVERAGE_LABELS, SearchResult, search
-from peftlife.scenarios import shipped_names
+from peftlife import lifecycle_machine
+from peftlife.search import profiles
+from peftlife.search.machine import COVERAGE_LABELS, SearchResult, search
+from peftlife.search.scenarios import shipped_names
 
 CI = profiles.get("ci")
 SCENARIOS = shipped_names()

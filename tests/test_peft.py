@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import pytest
 
-from peftlife.ledger import Call, CallLedger
-from peftlife.peft import (
+from peftlife.world.ledger import Call, CallLedger
+from peftlife.world.peft import (
     CacheEntryView,
     LoraCache,
     LoraCacheFullException,
     PeftCacheManager,
     PeftTaskNotCachedException,
 )
-from peftlife.request import Request
+from peftlife.world.request import Request
 
 X, Y, Z, W, S = 7, 8, 9, 10, 11
 PAGES = {X: 2, Y: 2, Z: 3, W: 3, S: 1}

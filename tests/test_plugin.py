@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from peftlife import mutants, report
+from peftlife import reports as report
+from peftlife.sut import mutants
 
 pytest_plugins = ["pytester"]
 

@@ -24,10 +24,10 @@ import attrs
 import pytest
 from rich.console import Console
 
-from peftlife import report
-from peftlife.engine import EngineConfig
-from peftlife.report import Case, Outcome, ReportError, Step
-from peftlife.trace import Action
+from peftlife import reports as report
+from peftlife.reports import Case, Outcome, ReportError, Step
+from peftlife.search.trace import Action
+from peftlife.world.engine import EngineConfig
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("PEFTLIFE_REGEN_GOLDEN") == "1"

@@ -6,7 +6,7 @@ marks the passing of one executor iteration. ``run_scenario`` plays the
 actions on ``Engine(config, factory)`` for *any* scheduler factory, runs the
 checker after every step, and drains the world at the end if nothing broke.
 
-Every scenario names the mutant of ``peftlife.mutants`` it targets. The tests
+Every scenario names the mutant of ``peftlife.sut.mutants`` it targets. The tests
 hold it to three things:
 
 * against ``ReferenceScheduler`` it runs clean, drains clean, and really goes
@@ -29,20 +29,14 @@ from typing import Literal
 import attrs
 import pytest
 
-from peftlife import mutants
-from peftlife.engine import Engine, EngineConfig
-from peftlife.invariants import (
-    DrainResult,
-    Violation,
-    can_drain,
-    check,
-    drain,
-    ownership_follows_residency,
-)
-from peftlife.kv import KVCacheManager, Residency
-from peftlife.scheduler import ReferenceScheduler
-from peftlife.snapshot import Snapshot
-from peftlife.sut import SchedulerFactory
+from peftlife.checker.drain import DrainResult, can_drain, drain
+from peftlife.checker.invariants import Violation, check, ownership_follows_residency
+from peftlife.sut import mutants
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.kv import KVCacheManager, Residency
+from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.snapshot import Snapshot
 
 Pool = Literal["target", "draft"]
 
@@ -638,7 +632,7 @@ def test_reference_reaches_the_trigger(scenario: Scenario) -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 def test_mutant_is_caught(scenario: Scenario) -> None:
-    obs = run_scenario(scenario, mutants.factory(scenario.name))
+    obs = run_scenario(scenario, mutants.BY_NAME[scenario.name].scheduler)
     first = obs.first_violation
     assert first is not None, _describe(obs)
     assert first.iteration <= obs.steps, f"caught only by the drain: {first}"

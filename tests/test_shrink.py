@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from peftlife import shrink
-from peftlife.engine import EngineConfig
-from peftlife.invariants import can_drain
-from peftlife.mutants import factory
-from peftlife.scheduler import ReferenceScheduler
-from peftlife.trace import Action, checked_replay
+from peftlife.checker.drain import can_drain
+from peftlife.search import shrink
+from peftlife.search.trace import Action, checked_replay
+from peftlife.sut import load
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.engine import EngineConfig
 
-MUTANT = factory("no_release_on_suspend")
+MUTANT = load("mutant:no_release_on_suspend")
 SUBMIT = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=6, max_new_tokens=4)
 STEP = Action("step")
 # A world bigger than needed and a trace with noise around the two actions that matter.

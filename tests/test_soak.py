@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import random
 
-from peftlife.engine import Engine, EngineConfig
-from peftlife.invariants import check, drain
-from peftlife.scheduler import ReferenceScheduler
+from peftlife.checker.drain import drain
+from peftlife.checker.invariants import check
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.engine import Engine, EngineConfig
 
 ITERATIONS = 3000
 

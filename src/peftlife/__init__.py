@@ -1,10 +1,10 @@
 """peftlife: property-based lifecycle tests for KV-cache and LoRA-adapter schedulers."""
 
-from peftlife.engine import Engine, EngineConfig, Environment, SchedulerConfig
-from peftlife.machine import LifecycleFailure, lifecycle_machine
-from peftlife.request import LlmRequestState, Request
-from peftlife.scheduler import ReferenceScheduler
-from peftlife.sut import Scheduler, SchedulerOutput
+from peftlife.search.machine import LifecycleFailure, lifecycle_machine
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.protocol import Environment, Scheduler, SchedulerConfig, SchedulerOutput
+from peftlife.world.request import LlmRequestState, Request
 
 __all__ = [
     "Engine",

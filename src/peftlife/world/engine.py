@@ -14,15 +14,16 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from peftlife.kv import KVCacheManager
-from peftlife.ledger import Caller, CallLedger
-from peftlife.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
-from peftlife.request import LlmRequestState, Request
-from peftlife.snapshot import (
+from peftlife.world.kv import KVCacheManager
+from peftlife.world.ledger import Caller, CallLedger
+from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
+from peftlife.world.protocol import Environment, Scheduler, SchedulerConfig, SchedulerFactory
+from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.snapshot import (
     AdapterView,
     ListedView,
     LoraCacheView,
@@ -35,21 +36,6 @@ from peftlife.snapshot import (
     StepError,
     StepRecord,
 )
-
-if TYPE_CHECKING:
-    from peftlife.sut import Scheduler, SchedulerFactory
-
-
-@attrs.frozen
-class SchedulerConfig:
-    """What a scheduler may read; it learns the rest through the managers."""
-
-    max_num_tokens: int
-    max_batch_size: int
-    enable_chunked_context: bool
-    chunk_unit_size: int
-    enable_recompute_pause: bool
-    tokens_per_block: int
 
 
 def _positive(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
@@ -107,16 +93,6 @@ class EngineConfig:
         )
 
 
-@attrs.frozen
-class Environment:
-    """What a scheduler factory is given. ``attrs.evolve`` it to wrap a manager."""
-
-    kv_cache_manager: KVCacheManager
-    draft_kv_cache_manager: KVCacheManager | None
-    peft_cache_manager: PeftCacheManager | None
-    config: SchedulerConfig
-
-
 # The state a request must be in to run in each batch list.
 _LIST_STATE = {
     "context": LlmRequestState.CONTEXT_INIT,
@@ -160,7 +136,7 @@ def _deadline(seconds: float | None) -> Iterator[None]:
 class Engine:
     """The world: requests, pools, the PEFT manager and the executor loop.
 
-    >>> from peftlife.scheduler import ReferenceScheduler
+    >>> from peftlife.sut.reference import ReferenceScheduler
     >>> engine = Engine(EngineConfig(adapter_pages=((1, 2),)), ReferenceScheduler)
     >>> rid = engine.submit(lora_task_id=1, lora_weights=True, prompt_len=4, max_new_tokens=2)
     >>> _ = engine.step(); _ = engine.step(); engine.is_live(rid)

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from peftlife.ledger import CallLedger
-from peftlife.request import Request
+from peftlife.world.ledger import CallLedger
+from peftlife.world.request import Request
 
 
 class LoraCacheFullException(Exception):
@@ -111,7 +111,7 @@ class PeftCacheManager:
 
     ``adapter_pages`` maps each adapter task id to its size in pages.
 
-    >>> from peftlife.request import Request
+    >>> from peftlife.world.request import Request
     >>> peft = PeftCacheManager(device_pages=4, host_pages=8, adapter_pages={7: 2})
     >>> r = Request(1, 7, True, prompt_len=4, max_new_tokens=1)
     >>> peft.add_request_peft(r); peft.active_requests(7)

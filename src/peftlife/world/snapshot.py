@@ -13,10 +13,10 @@ from typing import Literal
 
 import attrs
 
-from peftlife.kv import CacheView, PoolView, Residency
-from peftlife.ledger import Call
-from peftlife.peft import CacheEntryView
-from peftlife.request import LlmRequestState
+from peftlife.world.kv import CacheView, PoolView, Residency
+from peftlife.world.ledger import Call
+from peftlife.world.peft import CacheEntryView
+from peftlife.world.request import LlmRequestState
 
 Outcome = Literal["finished", "failed", "cancelled"]
 OutputList = Literal["context", "generation", "paused", "recompute_paused"]

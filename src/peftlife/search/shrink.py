@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from peftlife.engine import EngineConfig
-from peftlife.invariants import can_drain
-from peftlife.sut import SchedulerFactory
-from peftlife.trace import Action, checked_replay
+from peftlife.checker.drain import can_drain
+from peftlife.search.trace import Action, checked_replay
+from peftlife.world.engine import EngineConfig
+from peftlife.world.protocol import SchedulerFactory
 
 T = TypeVar("T")
 

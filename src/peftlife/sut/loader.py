@@ -1,43 +1,19 @@
-"""The system under test: the scheduler protocol, and how a SUT is named and loaded.
+"""How a SUT is named and loaded.
 
 A SUT is named by a string, the same at every front door:
 
 * ``reference``: peftlife's own correct scheduler;
-* ``mutant:NAME``: the reference with one known defect (see ``peftlife.mutants``);
+* ``mutant:NAME``: the reference with one known defect (see ``peftlife.sut.mutants``);
 * ``package.module:attr``: any importable factory ``Environment -> Scheduler``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
 
-import attrs
-
-from peftlife.request import Request
-
-if TYPE_CHECKING:
-    from peftlife.engine import Environment
-
-
-@attrs.define
-class SchedulerOutput:
-    """What one scheduling pass decides: four pairwise disjoint lists."""
-
-    context_requests: list[Request] = attrs.field(factory=list)
-    generation_requests: list[Request] = attrs.field(factory=list)
-    paused_requests: list[Request] = attrs.field(factory=list)
-    recompute_paused_requests: list[Request] = attrs.field(factory=list)
-
-
-class Scheduler(Protocol):
-    def schedule_request(
-        self, active_requests: list[Request], inflight_request_ids: set[int]
-    ) -> SchedulerOutput: ...
-
-
-SchedulerFactory = Callable[["Environment"], Scheduler]
+from peftlife.sut import mutants
+from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world.protocol import SchedulerFactory
 
 
 class SUTError(ValueError):
@@ -52,20 +28,20 @@ def load(spec: str) -> SchedulerFactory:
 
     >>> load("reference").__name__
     'ReferenceScheduler'
+    >>> load("mutant:draft_not_suspended").__name__
+    'DraftNotSuspended'
     """
     if spec == "reference":
-        from peftlife.scheduler import ReferenceScheduler
-
         return ReferenceScheduler
     if spec.startswith("mutant:"):
-        from peftlife import mutants
-
-        return mutants.factory(spec.removeprefix("mutant:"))
+        name = spec.removeprefix("mutant:")
+        mutant = mutants.BY_NAME.get(name)
+        if mutant is None:
+            raise SUTError(f"unknown mutant {name!r}; known mutants: {', '.join(mutants.BY_NAME)}")
+        return mutant.scheduler
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        from peftlife.mutants import BY_NAME
-
-        raise SUTError(f"unknown SUT {spec!r}: use {FORMS}; mutants: {', '.join(BY_NAME)}")
+        raise SUTError(f"unknown SUT {spec!r}: use {FORMS}; mutants: {', '.join(mutants.BY_NAME)}")
     try:
         module = importlib.import_module(module_name)
     except (ImportError, TypeError, ValueError) as err:  # TypeError: a relative name

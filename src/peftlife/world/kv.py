@@ -15,8 +15,8 @@ import enum
 
 import attrs
 
-from peftlife.ledger import CallLedger, Component
-from peftlife.request import Request
+from peftlife.world.ledger import CallLedger, Component
+from peftlife.world.request import Request
 
 
 class Residency(enum.Enum):
@@ -64,7 +64,7 @@ class PoolView:
 class KVCacheManager:
     """One KV pool. ``host_pages=0`` means no lower tier (``can_evict`` false).
 
-    >>> from peftlife.request import Request
+    >>> from peftlife.world.request import Request
     >>> pool = KVCacheManager(device_pages=4, tokens_per_block=4)
     >>> r = Request(1, None, False, prompt_len=6, max_new_tokens=1)
     >>> pool.prepare_context(r), pool.resize_context(r, 6), pool.num_free_device_pages

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from peftlife import profiles, report, scenarios, sut
-from peftlife.machine import LifecycleFailure, SearchResult, minimized, search
+from peftlife import reports, sut
+from peftlife.search import profiles, scenarios
+from peftlife.search.machine import LifecycleFailure, SearchResult, minimized, search
 
 # Registered at import, before Hypothesis's own plugin reads --hypothesis-profile,
 # so `--hypothesis-profile ci` works in any project that installs peftlife.
@@ -103,8 +104,8 @@ def pytest_runtest_makereport(
     properties = [("peftlife_invariant", failure.invariant)]
     directory = item.config.getoption("peftlife_report_dir")
     if directory:
-        case = report.Case.from_failure(minimized(failure))
-        paths = report.write(case, report.replay(case), Path(directory))
+        case = reports.Case.from_failure(minimized(failure))
+        paths = reports.write(case, reports.replay(case), Path(directory))
         properties.append(("peftlife_report", str(paths["json"])))
     for prop in properties:
         item.user_properties.append(prop)

@@ -12,7 +12,7 @@ victim, suspend itself. Every KV move carries its PEFT move (spec section 6):
 * a request freed for recompute releases with pause only if it was ACTIVE
   (a suspended one is paused already).
 
-The mutants in ``peftlife.mutants`` each override one of the small hook
+The mutants in ``peftlife.sut.mutants`` each override one of the small hook
 methods below, so that every known defect is a few readable lines away from
 the correct code.
 """
@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from peftlife.engine import Environment
-from peftlife.kv import KVCacheManager
-from peftlife.request import LlmRequestState, Request
-from peftlife.sut import SchedulerOutput
+from peftlife.world.kv import KVCacheManager
+from peftlife.world.protocol import Environment, SchedulerOutput
+from peftlife.world.request import LlmRequestState, Request
 
 
 class _Budget:
@@ -107,9 +106,9 @@ def _sort_key(req: Request) -> tuple[bool, int, int]:
 
 
 class ReferenceScheduler:
-    """A correct scheduler for the world of ``peftlife.engine``.
+    """A correct scheduler for the world of ``peftlife.world.engine``.
 
-    >>> from peftlife.engine import Engine, EngineConfig
+    >>> from peftlife.world.engine import Engine, EngineConfig
     >>> engine = Engine(EngineConfig(), ReferenceScheduler)
     >>> rid = engine.submit(prompt_len=4, max_new_tokens=1)
     >>> engine.step().step.output.context

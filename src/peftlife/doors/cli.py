@@ -24,9 +24,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from peftlife import profiles, report, scenarios, sut
-from peftlife.machine import hunt, minimized, search
-from peftlife.mutants import CATALOGUE, Mutant
+from peftlife import reports, sut
+from peftlife.search import profiles, scenarios
+from peftlife.search.machine import hunt, minimized, search
+from peftlife.sut.mutants import CATALOGUE, Mutant
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -90,13 +91,13 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
                 f"{args.scenario} ({args.profile} profile, {result.seconds:.1f} s)"
             )
         return EXIT_HELD
-    case = report.Case.from_failure(result.failure, seed=args.seed, profile=args.profile)
-    outcome = report.replay(case)
+    case = reports.Case.from_failure(result.failure, seed=args.seed, profile=args.profile)
+    outcome = reports.replay(case)
     if not args.quiet:
-        report.render_terminal(case, outcome, console)
+        reports.render_terminal(case, outcome, console)
         console.print()
     try:
-        paths = report.write(case, outcome, Path(args.report_dir))
+        paths = reports.write(case, outcome, Path(args.report_dir))
     except OSError as err:
         raise BadInput(f"cannot write reports to {args.report_dir!r}: {err.strerror}") from err
     console.print(
@@ -222,19 +223,19 @@ def _call(task: tuple[Callable[..., GateRow], tuple[Any, ...]]) -> GateRow:
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     try:
-        case = report.load_json(Path(args.report))
-    except report.ReportError as err:
+        case = reports.load_json(Path(args.report))
+    except reports.ReportError as err:
         raise BadInput(str(err)) from err
     spec = args.sut or case.sut
     try:
         sut.load(spec)
     except sut.SUTError as err:
         raise BadInput(str(err)) from err
-    outcome = report.replay(case, sut=spec)
+    outcome = reports.replay(case, sut=spec)
     if spec != case.sut:
         case = attrs.evolve(case, sut=spec)
     if not args.quiet:
-        report.render_terminal(case, outcome, console)
+        reports.render_terminal(case, outcome, console)
     return EXIT_HELD if outcome.held else EXIT_FOUND
 
 

@@ -13,10 +13,11 @@ from typing import Literal
 
 import attrs
 
-from peftlife.engine import Engine, EngineConfig
-from peftlife.invariants import Violation, check, drain
-from peftlife.snapshot import Snapshot
-from peftlife.sut import SchedulerFactory
+from peftlife.checker.drain import drain
+from peftlife.checker.invariants import Violation, check
+from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.snapshot import Snapshot
 
 ActionKind = Literal["submit", "step", "cancel", "refuse_resume", "fail_grow"]
 
@@ -103,7 +104,7 @@ def replay(
 ) -> tuple[Engine, list[Snapshot]]:
     """Run ``actions`` on a fresh engine; return it with the snapshot of every step.
 
-    >>> from peftlife.scheduler import ReferenceScheduler
+    >>> from peftlife.sut.reference import ReferenceScheduler
     >>> _, snaps = replay(EngineConfig(), [Action("submit", prompt_len=4, max_new_tokens=1),
     ...                                     Action("step")], ReferenceScheduler)
     >>> snaps[0].ended

@@ -32,12 +32,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from peftlife import invariants, scenarios, shrink, sut
-from peftlife.engine import Engine, EngineConfig
-from peftlife.invariants import Violation
-from peftlife.scenarios import Scenario
-from peftlife.snapshot import Snapshot
-from peftlife.trace import Action, apply, checked_replay
+from peftlife import sut
+from peftlife.checker import drain, invariants
+from peftlife.checker.invariants import Violation
+from peftlife.search import scenarios, shrink
+from peftlife.search.scenarios import Scenario
+from peftlife.search.trace import Action, apply, checked_replay
+from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.snapshot import Snapshot
 
 # The paths a useful search must reach; the coverage test asserts each occurs.
 COVERAGE_LABELS = (
@@ -111,7 +114,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     sut_spec: ClassVar[str] = "reference"
     scenario: ClassVar[Scenario]
-    factory: ClassVar[sut.SchedulerFactory]
+    factory: ClassVar[SchedulerFactory]
     # Shared by every example of this class, for the coverage test and the gate.
     coverage: ClassVar[Counter[str]]
     examples: ClassVar[int]
@@ -173,7 +176,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         if self.engine is None or self.failed:
             return
         # Every example ends with the drain; a replay runs it again after the actions.
-        result = invariants.drain(self.engine, checker=self._observe)
+        result = drain.drain(self.engine, checker=self._observe)
         if result.violations:
             raise self._failure(list(result.violations))
 
@@ -279,7 +282,7 @@ def search(
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
     Hypothesis searches without its own shrink phase; with ``shrink`` the first
-    failing example is then minimized over its trace (``peftlife.shrink``), which
+    failing example is then minimized over its trace (``peftlife.search.shrink``), which
     takes well under a second where Hypothesis's shrink re-runs whole examples
     for a minute. ``seed`` replaces the profile's randomness with a fixed seed.
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.

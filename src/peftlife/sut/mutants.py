@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import attrs
 
-from peftlife.request import Request
-from peftlife.scheduler import ReferenceScheduler, _Pass
-from peftlife.sut import SchedulerFactory, SUTError
+from peftlife.sut.reference import ReferenceScheduler, _Pass
+from peftlife.world.request import Request
 
 
 class NoReleaseOnSuspend(ReferenceScheduler):
@@ -145,15 +144,3 @@ CATALOGUE: tuple[Mutant, ...] = (
 )
 
 BY_NAME = {m.name: m for m in CATALOGUE}
-
-
-def factory(name: str) -> SchedulerFactory:
-    """The scheduler factory of one mutant.
-
-    >>> factory("draft_not_suspended").__name__
-    'DraftNotSuspended'
-    """
-    mutant = BY_NAME.get(name)
-    if mutant is None:
-        raise SUTError(f"unknown mutant {name!r}; known mutants: {', '.join(BY_NAME)}")
-    return mutant.scheduler

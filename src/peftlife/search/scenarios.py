@@ -1,6 +1,6 @@
 """Scenario profiles: WHERE the state machine searches.
 
-A scenario is a TOML file (shipped ones live in ``peftlife/strategies/``, which
+A scenario is a TOML file (shipped ones live in ``peftlife/search/strategies/``, which
 the repository also shows as ``strategies/``) naming ranges for the world and
 the workload. This module reads one and turns it into Hypothesis strategies.
 Every knob acts only through a strategy, never inside a rule's body, so a
@@ -23,7 +23,7 @@ from typing import Any, Literal
 import attrs
 from hypothesis import strategies as st
 
-from peftlife.engine import EngineConfig
+from peftlife.world.engine import EngineConfig
 
 Switch = Literal["on", "off", "either"]
 SWITCHES = ("on", "off", "either")
@@ -243,7 +243,7 @@ def parse(text: str, name: str, source: str = "") -> Scenario:
 
 
 def _shipped_dir() -> Any:
-    return resources.files("peftlife") / "strategies"
+    return resources.files("peftlife.search") / "strategies"
 
 
 def shipped_names() -> list[str]:

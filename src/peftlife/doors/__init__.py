@@ -1,0 +1,1 @@
+"""The front doors: the ``peftlife`` command and the pytest plugin."""

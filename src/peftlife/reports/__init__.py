@@ -1,0 +1,44 @@
+"""Counterexample reports: a shrunk failure a person reads in a minute and replays forever.
+
+From a ``Case`` and the ``Outcome`` of its replay this package renders the
+terminal story (``terminal``), Markdown (``markdown``), JSON (``case``) and a
+standalone regression test (``regression``); ``write`` puts the files side by
+side in a report directory.
+"""
+
+from peftlife.reports.case import (
+    SCHEMA_VERSION,
+    Case,
+    Entry,
+    Outcome,
+    ReportError,
+    load_json,
+    replay,
+    to_json,
+)
+from peftlife.reports.files import write
+from peftlife.reports.markdown import render_markdown
+from peftlife.reports.regression import case_name, render_regression_test
+from peftlife.reports.story import Step, story, world_lines
+from peftlife.reports.terminal import print_report, render_terminal, terminal_text
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Case",
+    "Entry",
+    "Outcome",
+    "ReportError",
+    "Step",
+    "case_name",
+    "load_json",
+    "print_report",
+    "render_markdown",
+    "render_regression_test",
+    "render_terminal",
+    "replay",
+    "story",
+    "terminal_text",
+    "to_json",
+    "world_lines",
+    "write",
+]

@@ -1,0 +1,251 @@
+"""The story every rendering tells: the world in three lines, and each step with its changes.
+
+One ``iteration()`` view (request and adapter rows with ``old→new`` changes,
+the scheduler's calls, errors) and one ``story()`` (action numbers, request
+ids, violation marks) serve the terminal and the Markdown alike.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from peftlife.checker.invariants import owned
+from peftlife.reports.case import Case
+from peftlife.search.trace import Action, Entry, Outcome
+from peftlife.world.engine import EngineConfig
+from peftlife.world.snapshot import Snapshot
+
+# ---- the story both renderings tell ----
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def world_lines(config: EngineConfig) -> list[str]:
+    """The configuration in three short lines a scheduler engineer reads at a glance."""
+    tier = f"{_count(config.host_pages, 'host page')}" if config.host_pages else "no lower tier"
+    draft = (
+        "no draft pool"
+        if config.draft_device_pages is None
+        else f"draft pool {_count(config.draft_device_pages, 'page')}"
+    )
+    adapters = ", ".join(f"adapter {t} = {_count(p, 'page')}" for t, p in config.adapter_pages)
+    chunking = f"chunks of {config.chunk_unit_size}" if config.enable_chunked_context else "off"
+    return [
+        f"KV: {_count(config.device_pages, 'page')} x {config.tokens_per_block} tokens, "
+        f"{tier}, {draft}",
+        f"LoRA: device cache {_count(config.lora_device_pages, 'page')}, host cache "
+        f"{_count(config.lora_host_pages, 'page')}; {adapters or 'no adapters'}",
+        f"scheduler: budget {_count(config.max_num_tokens, 'token')} / "
+        f"{_count(config.max_batch_size, 'request')}, chunking {chunking}, recompute pause "
+        f"{'on' if config.enable_recompute_pause else 'off'}",
+    ]
+
+
+def request_fields(s: Snapshot) -> dict[int, dict[str, str]]:
+    """Each live request's compact fields, by request id."""
+    adapters = {a.task_id: a for a in s.adapters}
+    fields = {}
+    for v in s.requests:
+        row = {
+            "lora": "-" if v.lora_task_id is None else str(v.lora_task_id),
+            "state": v.state.name,
+            "prefill": f"{v.position}/{v.context_len}",
+            "tokens": f"{v.num_generated}/{v.max_new_tokens}",
+            "target": v.target.residency.name,
+        }
+        if v.draft is not None:
+            row["draft"] = v.draft.residency.name
+        row["owns"] = "-" if v.lora_task_id is None else owned(v, adapters)
+        fields[v.request_id] = row
+    return fields
+
+
+def _entry(entry: Any) -> str:
+    return "-" if entry is None else ("in use" if entry.in_use else "done")
+
+
+def adapter_fields(s: Snapshot) -> dict[int, dict[str, str]]:
+    return {
+        a.task_id: {
+            "active": "{" + ", ".join(map(str, sorted(a.active))) + "}",
+            "paused": "{" + ", ".join(map(str, sorted(a.paused))) + "}",
+            "device": _entry(a.device),
+            "host": _entry(a.host),
+        }
+        for a in s.adapters
+    }
+
+
+def scheduler_calls(s: Snapshot) -> list[str]:
+    """The PEFT calls the scheduler made in this iteration, as short text."""
+    calls = []
+    for c in s.step.calls if s.step else ():
+        if c.caller == "scheduler" and c.component == "peft":
+            pause = c.get("pause")
+            arg = "" if pause is None else f", pause={pause}"
+            result = "" if c.result in (None, "ok") else f" → {c.result}"
+            calls.append(f"{c.method}({c.request_id}{arg}){result}")
+    return calls
+
+
+_WHY = {
+    "failed_grow": "injected grow failure",
+    "refused_resume": "injected resume refusal",
+    "no_device_room": "no device room",
+}
+
+
+def scheduler_kv_calls(s: Snapshot) -> list[str]:
+    """The scheduler's KV moves that explain an iteration: failures, suspends, frees."""
+    calls = []
+    for c in s.step.calls if s.step else ():
+        if c.caller != "scheduler" or c.component == "peft":
+            continue
+        failed = c.result is False
+        if failed or c.method in ("suspend_request", "free_resources"):
+            pool = "" if c.component == "target" else f"{c.component} "
+            why = f" → failed ({_WHY.get(str(c.get('fault')), 'no room')})" if failed else ""
+            calls.append(f"{pool}{c.method}({c.request_id}){why}")
+    return calls
+
+
+def output_line(s: Snapshot) -> str:
+    out = s.step.output if s.step else None
+    if out is None:
+        return "no readable output"
+    parts = [f"{name} {list(ids)}" for name, ids in out.lists() if ids]
+    return "; ".join(parts) if parts else "empty"
+
+
+@attrs.frozen
+class Row:
+    """A request or an adapter after an iteration, each field marked if it changed."""
+
+    name: str  # "request 3" or "adapter 7"
+    cells: tuple[tuple[str, str, bool], ...]  # (field, shown value, changed?)
+    new: bool
+    mark: str | None  # the invariant this row is the subject of
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.new and self.mark is None and not any(c for _, _, c in self.cells)
+
+
+def _row(name: str, old: dict[str, str] | None, new: dict[str, str], marks: dict[str, str]) -> Row:
+    cells = []
+    for key, value in new.items():
+        before = None if old is None else old.get(key)
+        changed = before is not None and before != value
+        cells.append((key, f"{before}→{value}" if changed else value, changed))
+    return Row(name, tuple(cells), old is None, marks.get(name))
+
+
+@attrs.frozen
+class Iteration:
+    """What both renderings show of one iteration."""
+
+    output: str
+    requests: tuple[Row, ...]
+    ended: tuple[str, ...]
+    adapters: tuple[Row, ...]
+    calls: tuple[tuple[str, str], ...]  # ("KV" or "PEFT", the calls as text)
+    errors: tuple[str, ...]
+
+
+def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> Iteration:
+    old_requests = request_fields(previous) if previous else {}
+    old_adapters = adapter_fields(previous) if previous else {}
+    kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
+    calls = [("KV", "; ".join(kv_calls))] if kv_calls else []
+    if peft_calls or (kv_calls and s.adapters):
+        # A KV move without its PEFT move is often the defect itself: say "none".
+        calls.append(("PEFT", "; ".join(peft_calls) or "none"))
+    return Iteration(
+        output=output_line(s),
+        requests=tuple(
+            _row(f"request {rid}", old_requests.get(rid), fields, marks)
+            for rid, fields in request_fields(s).items()
+        ),
+        ended=tuple(f"request {rid} {outcome}" for rid, outcome in s.ended),
+        adapters=tuple(
+            _row(f"adapter {task}", old_adapters.get(task), fields, marks)
+            for task, fields in adapter_fields(s).items()
+        ),
+        calls=tuple(calls),
+        errors=tuple(e.message for e in (s.step.errors if s.step else ())),
+    )
+
+
+@attrs.frozen
+class Step:
+    """One line of the story: an action (numbered) or a drain iteration (not)."""
+
+    number: int | None
+    text: str
+    action: Action | None
+    entry: Entry | None
+    previous: Snapshot | None
+    # The id a submit gives its request; the rows a violation is about, at its iteration.
+    request_id: int | None = None
+    marks: dict[str, str] = attrs.field(factory=dict, eq=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.number:>3} {self.text}" if self.number else f"    {self.text}"
+
+    def view(self) -> Iteration | None:
+        if self.entry is None:
+            return None
+        return iteration(self.entry.snapshot, self.previous, self.marks)
+
+
+def story(case: Case, outcome: Outcome, drain_shown: int = 3) -> list[Step | str]:
+    """The numbered actions with their iterations; a long drain is elided."""
+    by_action = {e.action_index: e for e in outcome.entries if e.action_index is not None}
+    last = outcome.entries[-1] if outcome.violations else None
+
+    def marks(entry: Entry | None) -> dict[str, str]:
+        return violation_subjects(outcome) if entry is not None and entry is last else {}
+
+    items: list[Step | str] = []
+    previous: Snapshot | None = None
+    submitted = 0
+    for index, action in enumerate(case.actions):
+        entry = by_action.get(index)
+        submitted += action.kind == "submit"
+        request_id = submitted if action.kind == "submit" else None
+        items.append(
+            Step(index + 1, action.describe(), action, entry, previous, request_id, marks(entry))
+        )
+        if entry is not None:
+            previous = entry.snapshot
+        if outcome.during == "step" and entry is outcome.entries[-1]:
+            return items
+    drained = [e for e in outcome.entries if e.action_index is None]
+    if drained:
+        hidden = len(drained) - drain_shown if outcome.during == "drain" else len(drained)
+        if hidden > 0:
+            items.append(
+                f"drain: {_count(hidden, 'iteration')} of {len(drained)} with every check holding"
+            )
+            previous = drained[hidden - 1].snapshot
+        if outcome.during == "drain":
+            for number, entry in enumerate(drained[max(hidden, 0) :], start=max(hidden, 0) + 1):
+                text = f"drain {number}/{len(drained)}"
+                items.append(Step(None, text, None, entry, previous, marks=marks(entry)))
+                previous = entry.snapshot
+    return items
+
+
+def violation_subjects(outcome: Outcome) -> dict[str, str]:
+    """Rows a violation is about (``request 3``, ``adapter 7``), with its invariant."""
+    marks: dict[str, str] = {}
+    for v in outcome.violations:
+        for kind, number in re.findall(r"(request|adapter) (\d+)", v.subject):
+            marks.setdefault(f"{kind} {number}", v.invariant)
+    return marks

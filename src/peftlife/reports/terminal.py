@@ -1,0 +1,96 @@
+"""The terminal story (rich): numbered steps, what changed, the violation against expectation."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import IO
+
+from rich.console import Console
+from rich.text import Text
+
+from peftlife.reports.case import Case
+from peftlife.reports.story import (
+    Iteration,
+    Row,
+    story,
+    world_lines,
+)
+from peftlife.search.trace import Outcome
+
+# ---- terminal ----
+
+
+def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
+    """Print the story; colours only on a terminal, none with NO_COLOR."""
+
+    def say(text: str | Text, style: str = "") -> None:
+        console.print(Text(text, style=style) if isinstance(text, str) else text, soft_wrap=True)
+
+    if outcome.violations:
+        say(f"peftlife counterexample: {outcome.violations[0].invariant}", "bold red")
+    else:
+        say("peftlife replay: every invariant held", "bold green")
+    seed = "derandomized" if case.seed is None else str(case.seed)
+    profile = f" ({case.profile} profile)" if case.profile else ""
+    say(f"SUT {case.sut} · scenario {case.scenario} · seed {seed}{profile}")
+    for world in world_lines(case.config):
+        say(f"  {world}", "dim")
+    say("")
+    for item in story(case, outcome):
+        if isinstance(item, str):
+            say(f"    … {item}", "dim")
+            continue
+        line = Text(item.label, style="bold")
+        if item.request_id is not None:
+            line.append(f"  → request {item.request_id}", style="cyan")
+        if item.entry is not None:
+            line.append(f"  → iteration {item.entry.snapshot.iteration}", style="cyan")
+        say(line)
+        if (view := item.view()) is not None:
+            _print_iteration(say, view)
+    say("")
+    for v in outcome.violations:
+        say(f"✗ {v.invariant}: {v.subject} at iteration {v.iteration}", "bold red")
+        say(f"    expected  {v.expected}")
+        say(f"    found     {v.found}", "red")
+
+
+def _print_iteration(say: Callable[..., None], view: Iteration) -> None:
+    say(f"      scheduler output: {view.output}")
+    for row in view.requests:
+        say(_row_text(row))
+    for text in view.ended:
+        say(f"      {text}", "cyan")
+    for row in view.adapters:
+        say(_row_text(row))
+    for what, calls in view.calls:
+        say(f"      scheduler {what} calls: {calls}")
+    for message in view.errors:
+        say(f"      engine: {message}", "red")
+
+
+def _row_text(row: Row) -> Text:
+    text = Text(f"      {row.name:<11}")
+    if row.unchanged:
+        text.append(" unchanged", style="dim")
+    else:
+        for key, value, changed in row.cells:
+            text.append(f" {key} ")
+            text.append(value, style="bold yellow" if changed else "")
+    if row.mark is not None:
+        text.append(f"  ← {row.mark}", style="bold red")
+    return text
+
+
+def terminal_text(case: Case, outcome: Outcome, width: int = 110) -> str:
+    """The terminal rendering as plain text (what a log or a golden test sees)."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
+    render_terminal(case, outcome, console)
+    return buffer.getvalue()
+
+
+def print_report(case: Case, outcome: Outcome, file: IO[str] | None = None) -> None:
+    """The terminal story on a console of its own (stdout by default)."""
+    render_terminal(case, outcome, Console(file=file, highlight=False))
