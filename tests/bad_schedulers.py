@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.protocol import Environment, SchedulerOutput
 from peftlife.world.request import Request
@@ -61,3 +63,14 @@ class StatelessNeverSchedules(NeverSchedules):
     """Never schedules, and says so: the drain stops at the first repeated world."""
 
     keeps_no_state_between_passes = True
+
+
+class EndsItsProcess(ReferenceScheduler):
+    """Ends the whole process once it sees two requests, as a scheduler that aborts would."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        if len(active_requests) > 1:
+            os._exit(3)
+        return super().schedule_request(active_requests, inflight_request_ids)

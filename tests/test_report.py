@@ -589,8 +589,10 @@ def test_regression_test_passes_against_the_reference(regression_file: Path) -> 
 
 def test_write_gives_three_consistently_named_files(tmp_path: Path, outcome: Outcome) -> None:
     paths = report.write(CASE, outcome, tmp_path / "reports")
-    name = "mutant_no_release_on_suspend_default_ownership_follows_residency"
-    assert report.case_name(CASE, outcome) == name
+    name = report.case_name(CASE, outcome)
+    assert re.fullmatch(
+        r"mutant_no_release_on_suspend_default_ownership_follows_residency_[0-9a-f]{8}", name
+    )
     assert {k: p.name for k, p in paths.items()} == {
         "json": f"{name}.json",
         "markdown": f"{name}.md",
@@ -616,7 +618,8 @@ def test_write_names_do_not_collide_across_invariants(
     first = report.write(CASE, outcome, tmp_path)
     second = report.write(DRAIN_CASE, drain_outcome, tmp_path)
     assert not set(first.values()) & set(second.values())
-    assert report.case_name(DRAIN_CASE, drain_outcome) == (
-        "tests_bad_schedulers_neverschedules_default_drain_completes"
+    assert re.fullmatch(
+        r"tests_bad_schedulers_neverschedules_default_drain_completes_[0-9a-f]{8}",
+        report.case_name(DRAIN_CASE, drain_outcome),
     )
     assert len(list(tmp_path.iterdir())) == 6

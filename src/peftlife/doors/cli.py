@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from peftlife import reports, sut
-from peftlife.search import profiles, scenarios
+from peftlife.doors import fuzz
+from peftlife.search import database, profiles, scenarios
 from peftlife.search.machine import hunt, minimized, search
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
@@ -82,6 +83,13 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     if Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
         raise BadInput(f"--report-dir {args.report_dir!r} is a file; name a directory")
     settings = _settings(args.profile)
+    if args.database is not None:
+        try:
+            db = database.open_database(args.database, local=Path(args.report_dir) / "database")
+        except database.DatabaseError as err:
+            raise BadInput(str(err)) from err
+        # A database replays saved failures first; derandomize would switch it off.
+        settings = hypothesis.settings(settings, database=db, derandomize=False)
     with _progress(console, f"checking {args.sut} in {args.scenario}", not args.quiet) as tick:
         result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
     if result.failure is None:
@@ -239,6 +247,44 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     return EXIT_HELD if outcome.held else EXIT_FOUND
 
 
+# ---- peftlife fuzz ----
+
+
+def cmd_fuzz(args: argparse.Namespace, console: Console) -> int:
+    names = scenarios.shipped_names() if args.scenario == "all" else [args.scenario]
+    for name in names:
+        _validate(args.sut, name)
+    if args.workers < 1:
+        raise BadInput(f"--workers must be at least 1, not {args.workers}")
+    if args.duration is not None and args.duration <= 0:
+        raise BadInput(f"--duration must be a positive number of seconds, not {args.duration}")
+    if args.max_examples is not None and args.max_examples < 1:
+        raise BadInput(f"--max-examples must be at least 1, not {args.max_examples}")
+    report_dir = Path(args.report_dir)
+    if report_dir.exists() and not report_dir.is_dir():
+        raise BadInput(f"--report-dir {args.report_dir!r} is a file; name a directory")
+    if args.database is not None:
+        try:  # reachable now, or exit 2: a campaign must not start on a database it cannot use
+            database.open_database(args.database, local=report_dir / "database")
+        except database.DatabaseError as err:
+            raise BadInput(str(err)) from err
+    plan = fuzz.Plan(
+        sut=args.sut,
+        scenarios=tuple(names),
+        workers=args.workers,
+        profile=args.profile,
+        seed=args.seed if args.seed is not None else int(time.time()) % 1_000_000,
+        report_dir=report_dir,
+        database=args.database,
+        duration=args.duration if args.duration or args.max_examples else 60.0,
+        max_examples=args.max_examples,
+    )
+    campaign = fuzz.Campaign(plan, console)
+    campaign.run()
+    campaign.summary()
+    return EXIT_FOUND if campaign.found else EXIT_HELD
+
+
 # ---- peftlife scenarios ----
 
 
@@ -269,6 +315,11 @@ def _parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=None, help="a fixed seed (default: derandomized)"
     )
     check.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
+    check.add_argument(
+        "--database",
+        default=None,
+        help="example database (a directory, or redis://host:port/db): saved failures first",
+    )
     check.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
     check.set_defaults(run=cmd_check)
 
@@ -286,6 +337,33 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("-q", "--quiet", action="store_true")
     replay.set_defaults(run=cmd_replay)
 
+    campaign = commands.add_parser(
+        "fuzz", help="a long campaign over many workers sharing one example database"
+    )
+    campaign.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
+    campaign.add_argument(
+        "--scenario", default="all", help="'all' (default), a shipped scenario or a .toml path"
+    )
+    campaign.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="worker processes on this machine"
+    )
+    campaign.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds to run (default 60 without --max-examples)",
+    )
+    campaign.add_argument("--max-examples", type=int, default=None, help="examples in all")
+    campaign.add_argument(
+        "--database", default=None, help="a directory, or redis://host:port/db shared by machines"
+    )
+    campaign.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
+    campaign.add_argument("--profile", default="nightly", choices=profiles.NAMES)
+    campaign.add_argument(
+        "--seed", type=int, default=None, help="base seed (default: from the clock)"
+    )
+    campaign.set_defaults(run=cmd_fuzz)
+
     listing = commands.add_parser("scenarios", help="list the shipped scenario profiles")
     listing.set_defaults(run=cmd_scenarios)
     return parser
@@ -300,7 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):
-            raise BadInput("choose a command: check, mutants, replay or scenarios (see --help)")
+            raise BadInput(
+                "choose a command: check, mutants, replay, fuzz or scenarios (see --help)"
+            )
         args = parser.parse_args(argv)
         code: int = args.run(args, console)
     except BadInput as err:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import pprint
 import re
 
@@ -32,9 +34,11 @@ def test_{name}(peftlife_sut: str | None) -> None:
 
 
 def case_name(case: Case, outcome: Outcome) -> str:
-    """A file-system and Python friendly name for this case."""
+    """A file-system and Python friendly name for this case, unique to its trace."""
     invariant = outcome.violations[0].invariant if outcome.violations else "held"
-    raw = f"{case.sut}_{case.scenario}_{invariant}"
+    trace = json.dumps([to_json(case, outcome)[k] for k in ("config", "actions")])
+    digest = hashlib.sha256(trace.encode()).hexdigest()[:8]
+    raw = f"{case.sut}_{case.scenario}_{invariant}_{digest}"
     return re.sub(r"[^0-9a-zA-Z]+", "_", raw).strip("_").lower()
 
 

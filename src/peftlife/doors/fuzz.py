@@ -1,0 +1,413 @@
+"""``peftlife fuzz``: a long campaign over many workers that share one example database.
+
+Each worker is a process that searches in slices: slice ``k`` of worker ``w``
+searches scenario ``scenarios[(w + k) % len(scenarios)]`` with seed
+``base + k * workers + w``, so no two slices repeat one another. The first
+slice of a scenario replays the shared database (every failure any machine
+saved for this SUT and scenario); later ones only generate, so a known bug
+does not keep a worker from looking past it. Hypothesis saves every failure
+to the database as it is found; the worker shrinks it and sends the case to
+the campaign, which keeps one report per invariant and shrunk trace.
+
+Several machines run the same command against one Redis (``--database
+redis://host:port/db``): there is no protocol of our own between them, only
+Hypothesis's database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+import attrs
+import hypothesis
+from hypothesis import Phase
+from rich import box
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from peftlife import reports
+from peftlife.search import profiles
+from peftlife.search.database import ResilientDatabase, open_database
+from peftlife.search.machine import search
+
+# Examples per slice: small enough that a stop request or the end of the
+# duration is honoured within seconds, large enough that a slice's set-up is noise.
+SLICE_EXAMPLES = 50
+# How long a worker may take to stop after the campaign asks it to.
+_STOP_GRACE_S = 10.0
+# A worker whose process dies is started again on its next slice, this many times.
+MAX_RESTARTS = 3
+_HEARTBEAT_S = 5.0
+
+
+@attrs.frozen
+class Plan:
+    """What one campaign searches, for how long, and where it keeps what it finds."""
+
+    sut: str
+    scenarios: tuple[str, ...]
+    workers: int
+    profile: str
+    seed: int
+    report_dir: Path
+    database: str | None = None
+    duration: float | None = None
+    max_examples: int | None = None
+    slice_examples: int = SLICE_EXAMPLES
+
+    def slice_of(self, worker: int, k: int) -> tuple[str, int]:
+        """The scenario and seed of a worker's k-th slice.
+
+        >>> Plan("reference", ("a", "b"), 2, "dev", 100, Path(".")).slice_of(1, 1)
+        ('a', 103)
+        """
+        return self.scenarios[
+            (worker + k) % len(self.scenarios)
+        ], self.seed + k * self.workers + worker
+
+    def worker_budget(self, worker: int) -> int | None:
+        """This worker's share of ``max_examples`` (None: until the duration ends)."""
+        if self.max_examples is None:
+            return None
+        share, extra = divmod(self.max_examples, self.workers)
+        return share + (1 if worker < extra else 0)
+
+
+# ---- the worker process ----
+
+
+def _worker(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> None:
+    """Search slice after slice until the budget, the duration or the campaign says stop.
+
+    ``out`` is this worker's end of a pipe: a send is written before it returns,
+    so the slice a worker announced is known even if the scheduler then ends
+    the process.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign decides when to stop
+    warn: Callable[[str], None] = lambda text: out.send(("warning", worker, text))  # noqa: E731
+    db = (
+        None
+        if plan.database is None
+        else open_database(
+            plan.database, local=plan.report_dir / "database", warn=warn, require=False
+        )
+    )
+    deadline = None if plan.duration is None else time.monotonic() + plan.duration
+    budget = plan.worker_budget(worker)
+    examples, k, replayed = 0, first_slice, set[str]()
+    base = profiles.get(plan.profile)
+    while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+        if budget is not None and examples >= budget:
+            break
+        scenario, seed = plan.slice_of(worker, k)
+        out.send(("slice", worker, k, scenario, seed))
+        phases = [Phase.generate] if scenario in replayed else [Phase.reuse, Phase.generate]
+        replayed.add(scenario)
+        size = (
+            plan.slice_examples if budget is None else min(plan.slice_examples, budget - examples)
+        )
+        settings = hypothesis.settings(
+            base,
+            max_examples=size,
+            database=db,
+            derandomize=False,
+            phases=phases,
+            verbosity=hypothesis.Verbosity.quiet,
+        )
+        done_before = examples
+
+        def tick(n: int, _iterations: int, done_before: int = done_before) -> None:
+            out.send(("examples", worker, done_before + n))
+
+        try:
+            result = search(plan.sut, scenario, settings, seed=seed, progress=tick)
+        except Exception:  # a harness bug: report it, and go on with the next slice
+            out.send(("error", worker, scenario, seed, traceback.format_exc()))
+            k += 1
+            continue
+        examples += result.examples
+        out.send(("examples", worker, examples))
+        if result.failure is not None:
+            case = reports.Case.from_failure(result.failure, seed=seed, profile=plan.profile)
+            out.send(("finding", worker, case))
+        k += 1
+    pending = len(db.pending) if isinstance(db, ResilientDatabase) else 0
+    out.send(("done", worker, examples, pending))
+
+
+def fingerprint(case: reports.Case, invariant: str) -> str:
+    """The identity of a finding: its invariant and the shape of its shrunk trace.
+
+    The shape is the actions' kinds, with the pool a fault aims at and the
+    request a cancel names, without the world's sizes or the requests' lengths:
+    the same defect found in two scenarios, or by two workers, shrinks to the
+    same shape with other numbers, and is one finding.
+    """
+    shape = [(a.kind, a.pool if "_" in a.kind else "", a.request_id) for a in case.actions]
+    text = json.dumps([invariant, shape])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# ---- the campaign ----
+
+
+@attrs.define
+class WorkerState:
+    process: Any
+    # The campaign's end of the worker's pipe; None once the worker has closed it.
+    reader: Any
+    slice: int = 0
+    scenario: str = "-"
+    seed: int = 0
+    examples: int = 0
+    started: float = attrs.field(factory=time.monotonic)
+    restarts: int = 0
+    findings: int = 0
+    done: bool = False
+    pending: int = 0
+
+
+@attrs.frozen
+class Finding:
+    invariant: str
+    scenario: str
+    fingerprint: str
+    # Every worker that found it; the first is the one whose case was written.
+    workers: tuple[int, ...]
+    actions: int
+    paths: tuple[str, ...]
+    duplicates: int = 0
+
+
+class Campaign:
+    """The parent of the workers: starts them, listens, keeps one report per finding."""
+
+    def __init__(self, plan: Plan, console: Console) -> None:
+        self.plan = plan
+        self.console = console
+        self.workers: dict[int, WorkerState] = {}
+        self.findings: dict[str, Finding] = {}
+        self.crashes: list[str] = []
+        self.warnings: list[str] = []
+        self.interrupted = False
+        self.started = time.monotonic()
+        # Examples of worker processes that died and were started again.
+        self._retired_examples = 0
+        self._ctx = mp.get_context("spawn")
+        self._stop = self._ctx.Event()
+
+    def _start(self, worker: int, first_slice: int, restarts: int = 0) -> None:
+        reader, writer = self._ctx.Pipe(duplex=False)
+        process = self._ctx.Process(
+            target=_worker,
+            args=(worker, first_slice, self.plan, writer, self._stop),
+            name=f"peftlife-fuzz-{worker}",
+            daemon=True,
+        )
+        process.start()
+        writer.close()  # the worker holds the only writer: its exit reads as end of file
+        self.workers[worker] = WorkerState(process, reader, slice=first_slice, restarts=restarts)
+
+    @property
+    def examples(self) -> int:
+        return sum(w.examples for w in self.workers.values()) + self._retired_examples
+
+    def run(self) -> None:
+        for worker in range(self.plan.workers):
+            self._start(worker, 0)
+        try:
+            with self._display() as refresh:
+                while not all(w.done for w in self.workers.values()):
+                    self._receive(timeout=0.25)
+                    refresh()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self._stop.set()
+            end = time.monotonic() + _STOP_GRACE_S
+            while time.monotonic() < end and not all(w.done for w in self.workers.values()):
+                self._receive(timeout=0.25, restart=False)
+            for w in self.workers.values():
+                if w.process.is_alive():
+                    w.process.terminate()
+
+    def _receive(self, timeout: float, restart: bool = True) -> None:
+        """Handle what the workers sent; a pipe that ends before ``done`` is a dead worker."""
+        readers: dict[Any, int] = {
+            w.reader: n for n, w in self.workers.items() if w.reader is not None
+        }
+        ready: list[Any] = wait(list(readers), timeout)
+        for reader in ready:
+            worker = readers[reader]
+            try:
+                while reader.poll():
+                    self._handle(reader.recv())
+            except EOFError:
+                self.workers[worker].reader = None
+                if not self.workers[worker].done:
+                    self._died(worker, restart)
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        kind, worker, *rest = message
+        state = self.workers[worker]
+        if kind == "slice":
+            state.slice, state.scenario, state.seed = rest
+        elif kind == "examples":
+            state.examples = rest[0]
+        elif kind == "finding":
+            self._finding(worker, rest[0])
+        elif kind == "warning":
+            if rest[0] not in self.warnings:
+                self.warnings.append(rest[0])
+                self.console.print(f"warning: {rest[0]}", soft_wrap=True)
+        elif kind == "error":
+            scenario, seed, text = rest
+            self.crashes.append(
+                f"worker {worker} met a harness error in scenario {scenario} seed {seed}: "
+                f"{text.strip().splitlines()[-1]}"
+            )
+        elif kind == "done":
+            state.examples, state.pending = rest
+            state.done = True
+
+    def _finding(self, worker: int, case: reports.Case) -> None:
+        outcome = reports.replay(case)
+        invariant = outcome.violations[0].invariant if outcome.violations else "held on replay"
+        key = fingerprint(case, invariant)
+        self.workers[worker].findings += 1
+        known = self.findings.get(key)
+        if known is not None:
+            workers = known.workers + ((worker,) if worker not in known.workers else ())
+            self.findings[key] = attrs.evolve(
+                known, workers=workers, duplicates=known.duplicates + 1
+            )
+            return
+        paths = reports.write(case, outcome, self.plan.report_dir)
+        self.findings[key] = Finding(
+            invariant,
+            case.scenario,
+            key,
+            (worker,),
+            len(case.actions),
+            tuple(str(p) for p in paths.values()),
+        )
+        self.console.print(
+            f"finding: {invariant} in {case.scenario} (worker {worker}, "
+            f"{len(case.actions)} actions) → {paths['markdown']}",
+            soft_wrap=True,
+        )
+
+    def _died(self, worker: int, restart: bool) -> None:
+        """A worker gone without saying done: a finding, then its next slice in a new process."""
+        state = self.workers[worker]
+        state.process.join(timeout=5)
+        code = state.process.exitcode
+        how = f"signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+        self.crashes.append(
+            f"worker {worker} died ({how}) in scenario {state.scenario} with seed "
+            f"{state.seed} after {state.examples} examples: the scheduler may end its "
+            f"process; replay with: peftlife check --sut {self.plan.sut} "
+            f"--scenario {state.scenario} --seed {state.seed} --profile {self.plan.profile}"
+        )
+        self.console.print(f"warning: {self.crashes[-1]}", soft_wrap=True)
+        self._retired_examples += state.examples
+        state.examples = 0
+        if restart and state.restarts < MAX_RESTARTS and not self._stop.is_set():
+            self._start(worker, state.slice + 1, state.restarts + 1)
+        else:
+            state.done = True
+
+    # ---- showing it ----
+
+    def _progress_table(self) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, title="peftlife fuzz", title_justify="left")
+        for column in ("worker", "scenario", "seed"):
+            table.add_column(column, no_wrap=True)
+        for column in ("examples", "ex/s", "findings"):
+            table.add_column(column, justify="right")
+        now = time.monotonic()
+        for worker, w in sorted(self.workers.items()):
+            rate = w.examples / max(now - w.started, 1e-9)
+            table.add_row(
+                str(worker),
+                w.scenario,
+                str(w.seed),
+                str(w.examples),
+                f"{rate:.1f}",
+                str(w.findings),
+            )
+        elapsed = now - self.started
+        table.caption = (
+            f"{elapsed:.0f} s · {self.examples} examples · "
+            f"{len(self.findings)} findings · {len(self.crashes)} crashes"
+        )
+        return table
+
+    @contextmanager
+    def _display(self) -> Iterator[Callable[[], None]]:
+        if self.console.is_terminal:
+            with Live(self._progress_table(), console=self.console, refresh_per_second=4) as live:
+                yield lambda: live.update(self._progress_table())
+            return
+        last = [time.monotonic()]
+
+        def heartbeat() -> None:
+            now = time.monotonic()
+            if now - last[0] >= _HEARTBEAT_S:
+                last[0] = now
+                elapsed = now - self.started
+                self.console.print(
+                    f"fuzz: {elapsed:.0f} s, {self.examples} examples "
+                    f"({self.examples / max(elapsed, 1e-9):.0f}/s), {len(self.workers)} workers, "
+                    f"{len(self.findings)} findings"
+                )
+
+        yield heartbeat
+
+    def summary(self) -> None:
+        elapsed = time.monotonic() - self.started
+        plan = self.plan
+        self.console.print(
+            f"fuzzed {plan.sut} in {', '.join(plan.scenarios)}: {self.examples} examples in "
+            f"{elapsed:.1f} s ({self.examples / max(elapsed, 1e-9):.0f}/s) on {plan.workers} "
+            f"workers, base seed {plan.seed}" + (" (interrupted)" if self.interrupted else "")
+        )
+        if self.findings:
+            table = Table(box=box.SIMPLE_HEAD, title="findings", title_justify="left")
+            for column in ("invariant", "scenario", "actions", "workers", "dupes", "report"):
+                table.add_column(column, overflow="fold")
+            for f in self.findings.values():
+                table.add_row(
+                    f.invariant,
+                    f.scenario,
+                    str(f.actions),
+                    ",".join(map(str, f.workers)),
+                    str(f.duplicates),
+                    Path(next((p for p in f.paths if p.endswith(".md")), f.paths[0])).name,
+                )
+            self.console.print(table)
+            self.console.print(f"reports in {plan.report_dir}")
+        else:
+            self.console.print("no finding: every example held")
+        for crash in self.crashes:
+            self.console.print(f"crash: {crash}", soft_wrap=True)
+        pending = sum(w.pending for w in self.workers.values())
+        if pending:
+            self.console.print(
+                f"{pending} database saves were not written to {plan.database}: they are kept "
+                f"in {plan.report_dir / 'database'}, and the reports in {plan.report_dir}"
+            )
+
+    @property
+    def found(self) -> bool:
+        return bool(self.findings or self.crashes)

@@ -1,0 +1,313 @@
+"""Fuzzing campaigns: workers, one shared example database (a real Redis), and their faults.
+
+The integration tests start a real ``redis-server`` (Debian's package, which
+``.ci/run`` installs) on a free loopback port. A developer machine without it
+skips them with the command that installs it; CI never skips them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from peftlife.doors import fuzz
+from peftlife.reports import Case
+from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
+from peftlife.search.trace import Action
+from peftlife.world.engine import EngineConfig
+
+TESTS = Path(__file__).parent
+MUTANT = "mutant:no_release_on_suspend"
+
+
+# ---- a real Redis ----
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server on a loopback port, with no persistence; stop and start it at will."""
+
+    def __init__(self, binary: str, directory: Path) -> None:
+        self.binary = binary
+        self.directory = directory
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        message = "redis-server is not installed: apt-get install redis-server"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (.ci/run installs it; CI must not skip this test)")
+        pytest.skip(message)
+    pytest.importorskip("redis", reason="the redis client: pip install 'peftlife[redis]'")
+    server = RedisServer(binary, tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def _peftlife(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    return subprocess.run(
+        [sys.executable, "-m", "peftlife.doors.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _fuzz(*args: str, cwd: Path) -> list[str]:
+    return ["fuzz", "--profile", "ci", "--report-dir", str(cwd / "reports"), *args]
+
+
+def _fuzz_command(*args: str, cwd: Path) -> list[str]:
+    return [sys.executable, "-m", "peftlife.doors.cli", *_fuzz(*args, cwd=cwd)]
+
+
+# ---- the shared database ----
+
+
+def test_a_finding_saved_by_fuzz_is_replayed_first_by_a_fresh_check(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # Two campaigns at once against one Redis, each on its own machine's worth of directory.
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    common = ["--sut", MUTANT, "--scenario", "default", "--workers", "1", "--max-examples", "30"]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "peftlife.doors.cli",
+                *_fuzz(*common, "--seed", str(seed), "--database", redis_server.url, cwd=cwd),
+            ],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for seed, cwd in ((1, one), (2, two))
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], outputs
+    assert all("ownership_follows_residency" in out for out in outputs), outputs
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    check = _peftlife(
+        "check", "--sut", MUTANT, "--scenario", "default", "--profile", "ci", "-q",
+        "--database", redis_server.url, "--report-dir", str(fresh / "reports"), cwd=fresh,
+    )  # fmt: skip
+    assert check.returncode == 1, check.stdout + check.stderr
+    examples = int(re.search(r"after (\d+) examples?", check.stdout).group(1))  # type: ignore[union-attr]
+    assert examples <= 2, check.stdout
+
+
+def test_duplicate_findings_from_two_workers_make_one_report(tmp_path: Path) -> None:
+    result = _peftlife(
+        *_fuzz("--sut", "mutant:draft_not_suspended", "--scenario", "chunked-prefill",
+               "--workers", "2", "--seed", "7", "--max-examples", "60", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    announced = re.findall(r"^finding: .*", result.stdout, re.M)
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  draft_")]
+    # One report per distinct finding, however many times the workers found it.
+    assert len(list((tmp_path / "reports").glob("*.json"))) == len(announced) == len(rows)
+    assert any(row[3] == "0,1" or row[3] == "1,0" for row in rows), result.stdout
+
+
+def test_unreachable_redis_at_start_is_exit_2_with_the_url_and_a_fix(tmp_path: Path) -> None:
+    pytest.importorskip("redis", reason="the redis client: pip install 'peftlife[redis]'")
+    url = f"redis://127.0.0.1:{_free_port()}/0"
+    result = _peftlife(*_fuzz("--sut", MUTANT, "--database", url, cwd=tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert url in line and "redis-server --port" in line and "directory" in line
+
+
+def test_redis_lost_mid_run_keeps_every_finding(redis_server: RedisServer, tmp_path: Path) -> None:
+    cmd = _fuzz_command(
+        "--sut", MUTANT, "--scenario", "default", "--workers", "1", "--duration", "6",
+        "--seed", "3", "--database", redis_server.url, cwd=tmp_path,
+    )  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    redis_server.stop()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert "warning: lost the example database" in out, out
+    assert list((tmp_path / "reports").glob("*.json")), out
+    local = tmp_path / "reports" / "database"
+    assert any(p.is_file() for p in local.rglob("*")), "the local mirror keeps the saves"
+
+
+def test_a_worker_that_dies_is_a_finding_and_the_campaign_goes_on(tmp_path: Path) -> None:
+    result = _peftlife(
+        *_fuzz("--sut", "bad_schedulers:EndsItsProcess", "--scenario", "default",
+               "--workers", "2", "--max-examples", "20", "--seed", "1", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    crashes = [line for line in result.stdout.splitlines() if line.startswith("crash: ")]
+    # Each worker is started again after it dies, up to its restarts, then retired.
+    assert len(crashes) == 2 * (fuzz.MAX_RESTARTS + 1), result.stdout
+    assert all("exit code 3" in c and "--seed" in c for c in crashes)
+    assert "fuzzed bad_schedulers:EndsItsProcess" in result.stdout
+
+
+def test_ctrl_c_stops_the_workers_and_writes_what_was_found(tmp_path: Path) -> None:
+    cmd = _fuzz_command(
+        "--sut", MUTANT, "--scenario", "default", "--workers", "2", "--duration", "120",
+        "--seed", "5", cwd=tmp_path,
+    )  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("finding: "):
+            break
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stdout.read()
+    proc.wait(timeout=60)
+    assert time.monotonic() - start < 30
+    assert proc.returncode == 1, rest
+    assert "(interrupted)" in rest and "Traceback" not in rest, rest
+    assert list((tmp_path / "reports").glob("*.md"))
+
+
+# ---- units: the plan, the fingerprint, the resilient database ----
+
+
+def test_slices_cover_every_scenario_and_never_repeat_a_seed() -> None:
+    plan = fuzz.Plan(MUTANT, ("a", "b", "c"), 2, "ci", 10, Path("."))
+    slices = [plan.slice_of(w, k) for w in range(2) for k in range(6)]
+    assert len({seed for _, seed in slices}) == len(slices)
+    assert {scenario for scenario, _ in slices} == {"a", "b", "c"}
+    assert [plan.worker_budget(w) for w in range(2)] == [None, None]
+    assert [attrs_budget(plan, 7, w) for w in range(2)] == [4, 3]
+
+
+def attrs_budget(plan: fuzz.Plan, total: int, worker: int) -> int | None:
+    import attrs
+
+    return attrs.evolve(plan, max_examples=total).worker_budget(worker)
+
+
+def test_the_fingerprint_ignores_sizes_but_not_the_shape() -> None:
+    submit = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=3, max_new_tokens=2)
+    longer = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=9, max_new_tokens=5)
+    step, fault = Action("step"), Action("fail_grow", pool="target")
+    small = Case(MUTANT, "default", EngineConfig(device_pages=4), (submit, step, fault, step))
+    big = Case(MUTANT, "kv-pressure", EngineConfig(device_pages=9), (longer, step, fault, step))
+    other = Case(MUTANT, "default", EngineConfig(device_pages=4), (submit, step, step))
+    inv = "ownership_follows_residency"
+    assert fuzz.fingerprint(small, inv) == fuzz.fingerprint(big, inv)
+    assert fuzz.fingerprint(small, inv) != fuzz.fingerprint(other, inv)
+    assert fuzz.fingerprint(small, inv) != fuzz.fingerprint(small, "draft_mirrors_target")
+
+
+class Flaky(InMemoryExampleDatabase):
+    """A shared database that can be taken away and brought back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = True
+
+    def _check(self) -> None:
+        if not self.up:
+            raise ConnectionError("gone")
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self._check()
+        super().save(key, value)
+
+    def fetch(self, key: bytes) -> Iterator[bytes]:
+        self._check()
+        yield from super().fetch(key)
+
+
+def test_a_lost_shared_database_keeps_saves_locally_and_writes_them_through() -> None:
+    shared, local, said = Flaky(), InMemoryExampleDatabase(), []
+    now = [0.0]
+    db = ResilientDatabase(
+        shared, local, url="redis://x", lost=(ConnectionError,), warn=said.append,
+        clock=lambda: now[0],
+    )  # fmt: skip
+    db.save(b"k", b"1")
+    shared.up = False
+    db.save(b"k", b"2")
+    assert not db.available and db.pending == [(b"k", b"2")]
+    assert sorted(db.fetch(b"k")) == [b"1", b"2"]  # from the mirror while it is gone
+    assert "lost the example database at redis://x" in said[0]
+    shared.up = True
+    now[0] += 10  # past the retry interval
+    db.save(b"k", b"3")
+    assert db.available and db.pending == []
+    assert sorted(shared.fetch(b"k")) == [b"1", b"2", b"3"]
+    assert "wrote through 1 saves" in said[1]
+
+
+def test_a_directory_database_and_bad_values(tmp_path: Path) -> None:
+    assert type(open_database(str(tmp_path / "db"))).__name__ == "DirectoryBasedExampleDatabase"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(DatabaseError, match="is a file"):
+        open_database(str(tmp_path / "file"))
