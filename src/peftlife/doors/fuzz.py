@@ -16,6 +16,7 @@ Hypothesis's database.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
@@ -88,6 +89,12 @@ class Plan:
 
 
 def _worker(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> None:
+    # A broken pipe means the campaign is gone: nobody is left to tell.
+    with contextlib.suppress(BrokenPipeError, EOFError):
+        _search_slices(worker, first_slice, plan, out, stop)
+
+
+def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> None:
     """Search slice after slice until the budget, the duration or the campaign says stop.
 
     ``out`` is this worker's end of a pipe: a send is written before it returns,
@@ -224,6 +231,8 @@ class Campaign:
         return sum(w.examples for w in self.workers.values()) + self._retired_examples
 
     def run(self) -> None:
+        # Ended from outside (a CI timeout, kill): stop as Ctrl-C does, writing what was found.
+        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         for worker in range(self.plan.workers):
             self._start(worker, 0)
         try:
@@ -240,6 +249,8 @@ class Campaign:
             for w in self.workers.values():
                 if w.process.is_alive():
                     w.process.terminate()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     def _receive(self, timeout: float, restart: bool = True) -> None:
         """Handle what the workers sent; a pipe that ends before ``done`` is a dead worker."""
