@@ -258,6 +258,8 @@ def cmd_fuzz(args: argparse.Namespace, console: Console) -> int:
         raise BadInput(f"--workers must be at least 1, not {args.workers}")
     if args.duration is not None and args.duration <= 0:
         raise BadInput(f"--duration must be a positive number of seconds, not {args.duration}")
+    if args.max_restarts < 0:
+        raise BadInput(f"--max-restarts must be 0 or more, not {args.max_restarts}")
     if args.max_examples is not None and args.max_examples < 1:
         raise BadInput(f"--max-examples must be at least 1, not {args.max_examples}")
     report_dir = Path(args.report_dir)
@@ -278,6 +280,7 @@ def cmd_fuzz(args: argparse.Namespace, console: Console) -> int:
         database=args.database,
         duration=args.duration if args.duration or args.max_examples else 60.0,
         max_examples=args.max_examples,
+        max_restarts=args.max_restarts,
     )
     campaign = fuzz.Campaign(plan, console)
     campaign.run()
@@ -358,6 +361,12 @@ def _parser() -> argparse.ArgumentParser:
         "--database", default=None, help="a directory, or redis://host:port/db shared by machines"
     )
     campaign.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
+    campaign.add_argument(
+        "--max-restarts",
+        type=int,
+        default=fuzz.MAX_RESTARTS,
+        help="times a worker whose process died is started again",
+    )
     campaign.add_argument("--profile", default="nightly", choices=profiles.NAMES)
     campaign.add_argument(
         "--seed", type=int, default=None, help="base seed (default: from the clock)"

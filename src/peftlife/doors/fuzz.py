@@ -47,7 +47,7 @@ from peftlife.search.machine import search
 SLICE_EXAMPLES = 50
 # How long a worker may take to stop after the campaign asks it to.
 _STOP_GRACE_S = 10.0
-# A worker whose process dies is started again on its next slice, this many times.
+# A worker whose process dies is started again on its next slice, this many times by default.
 MAX_RESTARTS = 3
 _HEARTBEAT_S = 5.0
 
@@ -66,6 +66,7 @@ class Plan:
     duration: float | None = None
     max_examples: int | None = None
     slice_examples: int = SLICE_EXAMPLES
+    max_restarts: int = MAX_RESTARTS
 
     def slice_of(self, worker: int, k: int) -> tuple[str, int]:
         """The scenario and seed of a worker's k-th slice.
@@ -135,10 +136,14 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
         done_before = examples
 
         def tick(n: int, _iterations: int, done_before: int = done_before) -> None:
+            if stop.is_set():  # between two examples: Hypothesis stops cleanly on this
+                raise KeyboardInterrupt
             out.send(("examples", worker, done_before + n))
 
         try:
             result = search(plan.sut, scenario, settings, seed=seed, progress=tick)
+        except KeyboardInterrupt:
+            break
         except Exception:  # a harness bug: report it, and go on with the next slice
             out.send(("error", worker, scenario, seed, traceback.format_exc()))
             k += 1
@@ -333,7 +338,7 @@ class Campaign:
         self.console.print(f"warning: {self.crashes[-1]}", soft_wrap=True)
         self._retired_examples += state.examples
         state.examples = 0
-        if restart and state.restarts < MAX_RESTARTS and not self._stop.is_set():
+        if restart and state.restarts < self.plan.max_restarts and not self._stop.is_set():
             self._start(worker, state.slice + 1, state.restarts + 1)
         else:
             state.done = True
