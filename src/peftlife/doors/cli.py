@@ -91,7 +91,9 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
                 f"{args.scenario} ({args.profile} profile, {result.seconds:.1f} s)"
             )
         return EXIT_HELD
-    case = reports.Case.from_failure(result.failure, seed=args.seed, profile=args.profile)
+    case = reports.Case.from_failure(
+        result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
+    )
     outcome = reports.replay(case)
     if not args.quiet:
         reports.render_terminal(case, outcome, console)
