@@ -382,8 +382,8 @@ def _grid(case: Case, outcome: Outcome) -> str:
         note = (
             f'<td class="note" data-invariant="{_e(v.invariant)}">'
             f'<span class="invariant">{_e(v.invariant)}</span> at iteration {v.iteration}<br>'
-            f'<span class="expected">{_e(v.expected)}</span><br>'
-            f'<span class="found">{_e(v.found)}</span></td>'
+            f'<span class="label">expected</span> <span class="expected">{_e(v.expected)}</span>'
+            f'<br><span class="label">found</span> <span class="found">{_e(v.found)}</span></td>'
             if v is not None
             else '<td class="note"></td>'
         )
