@@ -210,6 +210,7 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             table_json = {"ok": ok, "rows": [attrs.asdict(r) for r in rows]}
             path.write_text(json.dumps(table_json, indent=1) + "\n", "utf-8")
+            reports.write_index(path.parent)  # the report directory's index shows the gate
         except OSError as err:
             raise BadInput(f"cannot write --json {args.json!r}: {err.strerror}") from err
     return EXIT_HELD if ok else EXIT_FOUND
