@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.html_structure import grid_structure
 
 from peftlife.doors import cli
-from tests.html_structure import grid_structure
 
 MUTANT = "mutant:no_release_on_suspend"
 INSTALL = (
@@ -154,9 +154,9 @@ def test_clicking_a_column_opens_its_calls(page_of: Any, report_dir: Path) -> No
 
 
 def test_the_drain_unfolds(page_of: Any, tmp_path: Path) -> None:
-    from peftlife import reports
-
     from tests.test_report import DRAIN_CASE
+
+    from peftlife import reports
 
     paths = reports.write(DRAIN_CASE, reports.replay(DRAIN_CASE), tmp_path)
     page = page_of(paths["html"])

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import attrs
 import pytest
+from tests.html_structure import grid_structure
+from tests.test_report import CASE, DRAIN_CASE, GOLDEN, REGEN
 
 from peftlife import reports as report
 from peftlife.reports import Case, Outcome
 from peftlife.reports.html import render_html, render_index, verdict_words, write_index
-from tests.html_structure import grid_structure
-from tests.test_report import CASE, DRAIN_CASE, GOLDEN, REGEN
 
 
 @pytest.fixture(scope="module")

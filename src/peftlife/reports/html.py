@@ -18,6 +18,7 @@ import html
 import json
 import re
 from collections.abc import Callable, Iterator
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,10 @@ __all__ = ["INDEX_NAME", "render_html", "render_index", "verdict_words", "write_
 
 INDEX_NAME = "index.html"
 
-_LETTER = {"ACTIVE": "A", "SUSPENDED": "S", "NONE": "–"}
+_DASH = "\N{EN DASH}"  # an empty set or no KV: wider than "-", so it reads in a small cell
+_LETTER = {"ACTIVE": "A", "SUSPENDED": "S", "NONE": _DASH}
 _OWNS = {"active": "●", "paused": "○", "both": "◆", "none": "·", "-": ""}
-_ENTRY = {"in use": "■", "done": "□", "-": "–"}
+_ENTRY = {"in use": "■", "done": "□", "-": _DASH}
 _ENDED = {"finished": "✓", "failed": "✗", "cancelled": "⊘"}
 _WORDS = {
     "drain_completes": "Once arrivals stop, every request finishes or fails within the bound, "
@@ -117,9 +119,7 @@ def _columns(case: Case, outcome: Outcome) -> list[_Column]:
     columns = []
     previous = None
     for n, entry in enumerate(outcome.entries):
-        columns.append(
-            _Column(entry, previous, tuple(acts.get(n, ())), entry.action_index is None)
-        )
+        columns.append(_Column(entry, previous, tuple(acts.get(n, ())), entry.action_index is None))
         previous = entry.snapshot
     return columns
 
@@ -194,7 +194,7 @@ def _adapter_cell(task: int, column: _Column) -> _Cell | None:
     if fields is None:
         return None
     before = adapter_fields(column.previous).get(task) if column.previous else None
-    sets = f"●{fields['active'].strip('{}') or '–'} ○{fields['paused'].strip('{}') or '–'}"
+    sets = f"●{fields['active'].strip('{}') or _DASH} ○{fields['paused'].strip('{}') or _DASH}"
     entries = f"dev{_ENTRY[fields['device']]} host{_ENTRY[fields['host']]}"
     content = f'<div class="sets">{_e(sets)}</div><div class="entries">{entries}</div>'
     return _Cell(
@@ -274,7 +274,7 @@ def _header(case: Case, outcome: Outcome, files: dict[str, str]) -> str:
         first = outcome.violations[0]
         verdict = (
             f'<h1 class="verdict">{_e(first.invariant)} violated</h1>'
-            f"<p class=\"words\">{_e(verdict_words(first.invariant))}</p>"
+            f'<p class="words">{_e(verdict_words(first.invariant))}</p>'
         )
     else:
         verdict = '<h1 class="verdict held">every invariant held</h1>'
@@ -297,17 +297,19 @@ def _legend() -> str:
     items = [
         '<span class="kv r-active">A</span> KV ACTIVE',
         '<span class="kv r-suspended">S</span> KV SUSPENDED',
-        '<span class="kv r-none">–</span> no KV',
+        f'<span class="kv r-none">{_DASH}</span> no KV',
         "first letter target pool, small second letter draft pool",
         "ownership: ● active, ○ paused, ◆ both (a defect), · none",
         "✓ finished ✗ failed ⊘ cancelled",
-        "adapter: ● active set, ○ paused set; dev/host entry ■ in use □ done – none",
+        f"adapter: ● active set, ○ paused set; dev/host entry ■ in use □ done {_DASH} none",
         "corner dot: changed in this iteration",
         '<span class="violating-sample"></span> violating cell, expected and found at the right',
     ]
-    return '<div class="legend" id="legend">' + "".join(
-        f'<span class="item">{item}</span>' for item in items
-    ) + "</div>"
+    return (
+        '<div class="legend" id="legend">'
+        + "".join(f'<span class="item">{item}</span>' for item in items)
+        + "</div>"
+    )
 
 
 def _head_rows(columns: list[_Column]) -> str:
@@ -344,11 +346,11 @@ def _head_rows(columns: list[_Column]) -> str:
     if drain:
         last = drain[-1]
         act_row += acts(attrs.evolve(last, acts=sum((c.acts for c in drain), ())), " fold")
-        col_row += head(last, " fold", f"{drain[0].iteration}–{last.iteration}")
+        col_row += head(last, " fold", f"{drain[0].iteration}{_DASH}{last.iteration}")
         act_row += "".join(acts(c, " drain") for c in drain)
         col_row += "".join(head(c, " drain") for c in drain)
     return (
-        f"<tr>{phase}</tr><tr>{act_row}<td class=\"note\"></td></tr>"
+        f'<tr>{phase}</tr><tr>{act_row}<td class="note"></td></tr>'
         f'<tr>{col_row}<th class="note">violation</th></tr>'
     )
 
@@ -364,12 +366,12 @@ def _grid(case: Case, outcome: Outcome) -> str:
     drain = [c for c in columns if c.drain]
     body = []
     rows: list[tuple[str, CellOf]] = [
-        (f"request {rid}", lambda c, rid=rid: _request_cell(rid, c)) for rid in request_ids
+        (f"request {rid}", partial(_request_cell, rid)) for rid in request_ids
     ]
-    rows += [(f"adapter {t}", lambda c, t=t: _adapter_cell(t, c)) for t in adapter_ids]
+    rows += [(f"adapter {t}", partial(_adapter_cell, t)) for t in adapter_ids]
     notes: dict[str, Violation] = {}
-    for (row, _), v in marks.items():
-        notes.setdefault(row, v)
+    for (row, _), mark in marks.items():
+        notes.setdefault(row, mark)
     steps = [c for c in columns if not c.drain]
     for name, cell_of in rows:
         kind = "adapter" if name.startswith("adapter") else "request"
@@ -491,7 +493,7 @@ def render_html(case: Case, outcome: Outcome, files: dict[str, str] | None = Non
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         # Nothing may load from anywhere: the page must open from an artifact offline.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
         f"<title>{_e(title)}</title><style>{_asset('timeline.css')}</style></head>\n<body>"
         + _header(case, outcome, files)
@@ -596,7 +598,7 @@ def render_index(directory: Path) -> str:
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'\"><title>peftlife reports</title>"
         f"<style>{_asset('timeline.css')}</style></head>\n<body><h1>peftlife reports</h1>"
         f"<h2>findings ({len(findings)})</h2>{table}{''.join(gates)}</body></html>\n"
