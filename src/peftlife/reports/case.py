@@ -52,8 +52,9 @@ class Case:
     actions: tuple[Action, ...]
     seed: int | None = None
     profile: str = ""
-    # How many examples the search ran to meet the finding (None when not searched).
-    examples: int | None = None
+    # How many examples the search ran to meet the finding (None when not searched):
+    # a fact about the search, not the case, so it takes no part in equality.
+    examples: int | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def from_failure(
