@@ -24,16 +24,13 @@ from peftlife.reports.html import render_html, render_index, verdict_words, writ
 
 
 @pytest.fixture(scope="module")
-def outcome() -> Outcome:
-    return report.replay(CASE)
+def replayed() -> dict[str, Outcome]:
+    """The report tests' two cases, replayed once: a step failure and a drain failure."""
+    return {"step": report.replay(CASE), "drain": report.replay(DRAIN_CASE)}
 
 
-@pytest.fixture(scope="module")
-def drain_outcome() -> Outcome:
-    return report.replay(DRAIN_CASE)
-
-
-def test_golden_grid_of_the_shrunk_no_release_on_suspend_case(outcome: Outcome) -> None:
+def test_golden_grid_of_the_shrunk_no_release_on_suspend_case(replayed: dict[str, Outcome]) -> None:
+    outcome = replayed["step"]
     structure = grid_structure(render_html(CASE, outcome))
     path = GOLDEN / "html-grid.json"
     text = json.dumps(structure, indent=1, ensure_ascii=False) + "\n"
@@ -42,7 +39,8 @@ def test_golden_grid_of_the_shrunk_no_release_on_suspend_case(outcome: Outcome) 
     assert json.loads(text) == json.loads(path.read_text("utf-8"))
 
 
-def test_grid_shows_the_defect_where_it_happened(outcome: Outcome) -> None:
+def test_grid_shows_the_defect_where_it_happened(replayed: dict[str, Outcome]) -> None:
+    outcome = replayed["step"]
     g = grid_structure(render_html(CASE, outcome))
     assert g["rows"] == ["request 1", "adapter 1"]
     assert [c["iteration"] for c in g["columns"]] == [1, 2]
@@ -60,7 +58,8 @@ def test_grid_shows_the_defect_where_it_happened(outcome: Outcome) -> None:
     assert g["external"] == []
 
 
-def test_the_page_says_what_a_person_needs(outcome: Outcome) -> None:
+def test_the_page_says_what_a_person_needs(replayed: dict[str, Outcome]) -> None:
+    outcome = replayed["step"]
     case = attrs.evolve(CASE, examples=17, seed=99)
     page = render_html(case, outcome, {"replay": "peftlife replay x.json"})
     (violation,) = outcome.violations
@@ -89,7 +88,8 @@ def test_verdict_words_come_from_the_checker() -> None:
     assert verdict_words("made_up_rule") == "made up rule"
 
 
-def test_the_drain_folds_into_one_column_group(drain_outcome: Outcome) -> None:
+def test_the_drain_folds_into_one_column_group(replayed: dict[str, Outcome]) -> None:
+    drain_outcome = replayed["drain"]
     g = grid_structure(render_html(DRAIN_CASE, drain_outcome))
     drained = [e.snapshot.iteration for e in drain_outcome.entries if e.action_index is None]
     groups = [c["group"] for c in g["columns"]]
@@ -112,7 +112,8 @@ def _pages(outcome: Outcome, case: Case, sizes: list[int]) -> list[int]:
     ]
 
 
-def test_size_grows_linearly_with_the_trace(drain_outcome: Outcome) -> None:
+def test_size_grows_linearly_with_the_trace(replayed: dict[str, Outcome]) -> None:
+    drain_outcome = replayed["drain"]
     n = len(drain_outcome.entries)
     assert n >= 24
     small, middle, large = _pages(drain_outcome, DRAIN_CASE, [n // 4, n // 2, n])
@@ -123,7 +124,8 @@ def test_size_grows_linearly_with_the_trace(drain_outcome: Outcome) -> None:
     assert per_iteration_second <= 1.2 * per_iteration_first
 
 
-def test_the_page_loads_nothing(outcome: Outcome) -> None:
+def test_the_page_loads_nothing(replayed: dict[str, Outcome]) -> None:
+    outcome = replayed["step"]
     page = render_html(CASE, outcome)
     body = page.split("<body", 1)[1]
     assert not re.search(r"""(src|href)=["']?[a-z]+:""", page)
@@ -136,7 +138,10 @@ def test_the_page_loads_nothing(outcome: Outcome) -> None:
 # ---- the index ----
 
 
-def test_index_lists_every_finding_and_the_gate(tmp_path: Path, outcome: Outcome) -> None:
+def test_index_lists_every_finding_and_the_gate(
+    tmp_path: Path, replayed: dict[str, Outcome]
+) -> None:
+    outcome = replayed["step"]
     paths = report.write(CASE, outcome, tmp_path)
     assert paths["html"].exists() and paths["index"] == tmp_path / "index.html"
     drain_paths = report.write(DRAIN_CASE, report.replay(DRAIN_CASE), tmp_path)
