@@ -475,6 +475,10 @@ def test_mutant_gate_passes_when_every_mutant_is_caught(
         assert "default" in line
         assert "unexpected" not in line
     assert "the reference held and every mutant was caught" in out
+    # The gate's table shows on the index page of the directory it was written to.
+    index = (tmp_path / "index.html").read_text("utf-8")
+    assert "the reference held and every mutant was caught" in index
+    assert all(name in index for name in names)
 
 
 def test_mutant_gate_fails_on_an_uncaught_or_misfiled_mutant(

@@ -108,13 +108,20 @@ def test_a_failing_machine_writes_reports_and_junit_properties(pytester: pytest.
     invariant = props["peftlife_invariant"]
     assert invariant in mutants.BY_NAME[MUTANT].acceptable
 
-    # The report path names the JSON, written with the Markdown and the test beside it.
+    # The report path names the JSON, written with the Markdown, the HTML page and the
+    # test beside it, and the directory's index.
     json_path = Path(props["peftlife_report"])
     assert json_path.is_file()
     assert json_path.parent == reports
     name = json_path.stem
     assert invariant in name
-    assert files_in(reports) == {f"{name}.json", f"{name}.md", f"test_peftlife_{name}.py"}
+    assert files_in(reports) == {
+        f"{name}.json",
+        f"{name}.md",
+        f"{name}.html",
+        "index.html",
+        f"test_peftlife_{name}.py",
+    }
     assert f"`{invariant}` violated" in (reports / f"{name}.md").read_text("utf-8")
     compile((reports / f"test_peftlife_{name}.py").read_text("utf-8"), "kept.py", "exec")
 
@@ -138,7 +145,7 @@ def test_without_a_report_dir_only_the_invariant_is_recorded(pytester: pytest.Py
     assert set(props) == {"peftlife_invariant"}
     assert props["peftlife_invariant"] in mutants.BY_NAME[MUTANT].acceptable
     written = files_in(pytester.path) - before - {"junit.xml"}
-    assert not {p for p in written if p.endswith((".json", ".md", ".py"))}, written
+    assert not {p for p in written if p.endswith((".json", ".md", ".py", ".html"))}, written
 
 
 def test_a_failing_machine_without_junit_still_fails(pytester: pytest.Pytester) -> None:

@@ -587,7 +587,7 @@ def test_regression_test_passes_against_the_reference(regression_file: Path) -> 
 # ---- writing the three files ----
 
 
-def test_write_gives_three_consistently_named_files(tmp_path: Path, outcome: Outcome) -> None:
+def test_write_gives_consistently_named_files(tmp_path: Path, outcome: Outcome) -> None:
     paths = report.write(CASE, outcome, tmp_path / "reports")
     name = report.case_name(CASE, outcome)
     assert re.fullmatch(
@@ -597,6 +597,8 @@ def test_write_gives_three_consistently_named_files(tmp_path: Path, outcome: Out
         "json": f"{name}.json",
         "markdown": f"{name}.md",
         "test": f"test_peftlife_{name}.py",
+        "html": f"{name}.html",
+        "index": "index.html",
     }
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == sorted(
         p.name for p in paths.values()
@@ -617,9 +619,10 @@ def test_write_names_do_not_collide_across_invariants(
 ) -> None:
     first = report.write(CASE, outcome, tmp_path)
     second = report.write(DRAIN_CASE, drain_outcome, tmp_path)
-    assert not set(first.values()) & set(second.values())
+    # Only the directory's index is shared.
+    assert set(first.values()) & set(second.values()) == {first["index"]}
     assert re.fullmatch(
         r"tests_bad_schedulers_neverschedules_default_drain_completes_[0-9a-f]{8}",
         report.case_name(DRAIN_CASE, drain_outcome),
     )
-    assert len(list(tmp_path.iterdir())) == 6
+    assert len(list(tmp_path.iterdir())) == 9

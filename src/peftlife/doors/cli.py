@@ -99,7 +99,9 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
                 f"{args.scenario} ({args.profile} profile, {result.seconds:.1f} s)"
             )
         return EXIT_HELD
-    case = reports.Case.from_failure(result.failure, seed=args.seed, profile=args.profile)
+    case = reports.Case.from_failure(
+        result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
+    )
     outcome = reports.replay(case)
     if not args.quiet:
         reports.render_terminal(case, outcome, console)
@@ -216,6 +218,7 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             table_json = {"ok": ok, "rows": [attrs.asdict(r) for r in rows]}
             path.write_text(json.dumps(table_json, indent=1) + "\n", "utf-8")
+            reports.write_index(path.parent)  # the report directory's index shows the gate
         except OSError as err:
             raise BadInput(f"cannot write --json {args.json!r}: {err.strerror}") from err
     return EXIT_HELD if ok else EXIT_FOUND

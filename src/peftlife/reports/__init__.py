@@ -1,9 +1,10 @@
 """Counterexample reports: a shrunk failure a person reads in a minute and replays forever.
 
 From a ``Case`` and the ``Outcome`` of its replay this package renders the
-terminal story (``terminal``), Markdown (``markdown``), JSON (``case``) and a
-standalone regression test (``regression``); ``write`` puts the files side by
-side in a report directory.
+terminal story (``terminal``), Markdown (``markdown``), JSON (``case``), a
+standalone regression test (``regression``) and an HTML timeline (``html``);
+``write`` puts the files side by side in a report directory, whose
+``index.html`` (``write_index``) lists every finding and the mutant gate.
 """
 
 from peftlife.reports.case import (
@@ -17,6 +18,7 @@ from peftlife.reports.case import (
     to_json,
 )
 from peftlife.reports.files import write
+from peftlife.reports.html import render_html, render_index, write_index
 from peftlife.reports.markdown import render_markdown
 from peftlife.reports.regression import case_name, render_regression_test
 from peftlife.reports.story import Step, story, world_lines
@@ -32,6 +34,8 @@ __all__ = [
     "case_name",
     "load_json",
     "print_report",
+    "render_html",
+    "render_index",
     "render_markdown",
     "render_regression_test",
     "render_terminal",
@@ -41,4 +45,5 @@ __all__ = [
     "to_json",
     "world_lines",
     "write",
+    "write_index",
 ]

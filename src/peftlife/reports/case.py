@@ -52,13 +52,21 @@ class Case:
     actions: tuple[Action, ...]
     seed: int | None = None
     profile: str = ""
+    # How many examples the search ran to meet the finding (None when not searched):
+    # a fact about the search, not the case, so it takes no part in equality.
+    examples: int | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def from_failure(
-        cls, failure: LifecycleFailure, *, seed: int | None = None, profile: str = ""
+        cls,
+        failure: LifecycleFailure,
+        *,
+        seed: int | None = None,
+        profile: str = "",
+        examples: int | None = None,
     ) -> Case:
         run = failure.run
-        return cls(run.sut, run.scenario, run.config, run.actions, seed, profile)
+        return cls(run.sut, run.scenario, run.config, run.actions, seed, profile, examples)
 
     @classmethod
     def from_json(cls, data: Any) -> Case:
@@ -81,6 +89,7 @@ class Case:
                 actions=tuple(Action.from_json(a) for a in data["actions"]),
                 seed=data.get("seed"),
                 profile=data.get("profile", ""),
+                examples=data.get("examples"),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ReportError(f"the report is missing or has a malformed field: {err}") from err
@@ -121,6 +130,7 @@ def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
         "scenario": case.scenario,
         "seed": case.seed,
         "profile": case.profile,
+        "examples": case.examples,
         "config": _plain(case.config),
         "actions": [a.to_json() for a in case.actions],
         "during": outcome.during,

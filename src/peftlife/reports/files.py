@@ -1,4 +1,4 @@
-"""Writing a finding's report files side by side: JSON, Markdown and the regression test."""
+"""Writing a finding's report files side by side: JSON, Markdown, HTML and the regression test."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from peftlife.reports.case import Case, to_json
+from peftlife.reports.html import write_html
 from peftlife.reports.markdown import render_markdown
 from peftlife.reports.regression import case_name, render_regression_test
 from peftlife.search.trace import Outcome
@@ -14,7 +15,8 @@ from peftlife.search.trace import Outcome
 
 
 def write(case: Case, outcome: Outcome, directory: Path) -> dict[str, Path]:
-    """Write the JSON, the Markdown and the regression test; return their paths."""
+    """Write the JSON, the Markdown, the regression test and the HTML page (refreshing
+    the directory's index); return their paths."""
     directory.mkdir(parents=True, exist_ok=True)
     name = case_name(case, outcome)
     paths = {
@@ -29,4 +31,5 @@ def write(case: Case, outcome: Outcome, directory: Path) -> dict[str, Path]:
     }
     paths["markdown"].write_text(render_markdown(case, outcome, files), "utf-8")
     paths["test"].write_text(render_regression_test(case, outcome), "utf-8")
+    paths |= write_html(case, outcome, paths["json"], files)
     return paths

@@ -35,7 +35,7 @@ from hypothesis.stateful import (
 from peftlife import sut
 from peftlife.checker import drain, invariants
 from peftlife.checker.invariants import Violation
-from peftlife.search import scenarios, shrink
+from peftlife.search import observe, scenarios, shrink
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
 from peftlife.world.engine import Engine, EngineConfig
@@ -131,6 +131,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.suspended: set[int] = set()
         self.submitted = 0
         self.failed = False
+        self.checked = 0
 
     def _failure(self, violations: list[Violation]) -> LifecycleFailure:
         assert self.config is not None
@@ -138,7 +139,15 @@ class LifecycleMachine(RuleBasedStateMachine):
         cls = type(self)
         cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
         run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
+        self._verdict(violations[0].invariant)
         return LifecycleFailure(violations, run)
+
+    def _verdict(self, verdict: str) -> None:
+        """The example's own features for observability records (see ``observe``)."""
+        event("sut", self.sut_spec)
+        event("scenario", self.scenario.name)
+        event("iterations checked", self.checked)
+        event("verdict", verdict)
 
     def _label(self, label: str) -> None:
         event(label)
@@ -160,6 +169,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _observe(self, snapshot: Snapshot) -> list[Violation]:
         """Count the paths one iteration took, then check it."""
         type(self).iterations += 1
+        self.checked += 1
         for label in path_labels(snapshot):
             self._label(label)
         for call in snapshot.step.calls if snapshot.step else ():
@@ -179,6 +189,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         result = drain.drain(self.engine, checker=self._observe)
         if result.violations:
             raise self._failure(list(result.violations))
+        self._verdict("held")
 
 
 @cache
@@ -311,7 +322,7 @@ def search(
     failure = None
     start = time.perf_counter()
     try:
-        with _stable_constants():
+        with _stable_constants(), observe.recording(observe.path_from_env(), sut_spec, scenario):
             run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
         failure = minimized(found) if shrink else found

@@ -1,0 +1,190 @@
+"""The timeline page in a real headless Chromium (Debian's ``chromium`` package).
+
+Driven by Playwright for Python, pointed at the system browser with
+``executable_path``: it reports console messages, page errors and every
+request the page makes as events, and waits on visibility itself, so each
+check below is one line. Its pip package brings only the driver; the browser
+is Debian's (``playwright install`` is never run).
+
+Without the browser these tests skip and say how to install it; in CI (the
+``CI`` variable set) they fail instead, so CI never passes without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.html_structure import grid_structure
+
+from peftlife.doors import cli
+
+MUTANT = "mutant:no_release_on_suspend"
+INSTALL = (
+    "the browser tests need Debian's chromium and the dev extras: "
+    "`sudo apt-get install -y chromium` and `pip install -e '.[dev]'` "
+    "(or set PEFTLIFE_CHROMIUM to a Chromium binary)"
+)
+
+
+def _chromium() -> str | None:
+    return os.environ.get("PEFTLIFE_CHROMIUM") or shutil.which("chromium")
+
+
+def _missing(why: str) -> None:
+    message = f"{why}: {INSTALL}"
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("Playwright for Python is not installed")
+    executable = _chromium()
+    if executable is None:
+        _missing("no chromium on PATH")
+    with sync_playwright() as playwright:
+        # Root (CI, containers) cannot use Chromium's sandbox.
+        chromium = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=["--no-sandbox"]
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``peftlife check --sut mutant:no_release_on_suspend --report-dir D``, once."""
+    root = tmp_path_factory.mktemp("browser")
+    directory = root / "D"
+    saved_path, saved_cwd = list(sys.path), os.getcwd()
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli.main(["check", "--sut", MUTANT, "--report-dir", str(directory), "-q"])
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path
+    assert code == cli.EXIT_FOUND
+    return directory
+
+
+@pytest.fixture
+def page_of(browser: Any) -> Iterator[Any]:
+    """Open a file in a fresh page; collect console errors and every request made."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    seen: dict[str, list[str]] = {"errors": [], "requests": []}
+
+    def opened(path: Path) -> Any:
+        page = context.new_page()
+        page.on("console", lambda m: m.type == "error" and seen["errors"].append(m.text))
+        page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+        page.on("request", lambda r: seen["requests"].append(r.url))
+        page.goto(path.resolve().as_uri())
+        page.seen = seen
+        return page
+
+    yield opened
+    context.close()
+
+
+def _finding(directory: Path) -> Path:
+    (page,) = [p for p in directory.glob("*.html") if p.name != "index.html"]
+    return page
+
+
+def test_check_writes_the_page_and_the_index(report_dir: Path) -> None:
+    page = _finding(report_dir)
+    assert page.with_suffix(".json").exists()
+    index = (report_dir / "index.html").read_text("utf-8")
+    assert f'href="{page.name}"' in index
+
+
+def test_page_loads_without_errors_or_network(page_of: Any, report_dir: Path) -> None:
+    path = _finding(report_dir)
+    page = page_of(path)
+    page.wait_for_load_state("load")
+    assert page.seen["errors"] == []
+    # The one request is the page itself, from the file system.
+    assert page.seen["requests"] == [path.resolve().as_uri()]
+
+
+def test_violating_cell_is_visible_and_outlined(page_of: Any, report_dir: Path) -> None:
+    page = page_of(_finding(report_dir))
+    cell = page.locator('td.violating[data-row="request 1"]')
+    assert cell.count() == 1
+    assert cell.is_visible()
+    style = cell.evaluate(
+        "c => { const s = getComputedStyle(c); return [s.outlineStyle, s.outlineWidth]; }"
+    )
+    assert style[0] == "solid" and float(style[1].removesuffix("px")) >= 2, style
+    # Expected against found stands beside it, in the same row.
+    note = page.locator('tr[data-row="request 1"] td.note')
+    assert note.is_visible()
+    assert "expected" in note.inner_text() and "found" in note.inner_text()
+
+
+def test_clicking_a_column_opens_its_calls(page_of: Any, report_dir: Path) -> None:
+    page = page_of(_finding(report_dir))
+    iteration = page.locator("td.violating").first.get_attribute("data-iteration")
+    detail = page.locator(f'section.detail[data-iteration="{iteration}"]')
+    assert not detail.is_visible()
+    page.click(f'th.col[data-iteration="{iteration}"] button')
+    assert detail.is_visible()
+    text = detail.inner_text()
+    assert "scheduler output" in text
+    assert "suspend_request" in text and "scheduler" in text  # a call, its caller
+    # Only the clicked iteration's calls are open.
+    assert page.locator("section.detail:visible").count() == 1
+    shot = _finding(report_dir).with_suffix(".png")
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert page.seen["errors"] == []
+
+
+def test_the_drain_unfolds(page_of: Any, tmp_path: Path) -> None:
+    from tests.test_report import DRAIN_CASE
+
+    from peftlife import reports
+
+    paths = reports.write(DRAIN_CASE, reports.replay(DRAIN_CASE), tmp_path)
+    page = page_of(paths["html"])
+    drained = len(grid_structure(paths["html"].read_text("utf-8"))["columns"]) - 2
+    assert page.locator("th.col:visible").count() == 2  # the last action, the folded drain
+    page.locator("button.drain-toggle:visible").click()
+    assert page.locator("th.col:visible").count() == 1 + drained
+    assert page.locator("td.violating:visible").count() >= 1
+    page.locator("button.drain-toggle:visible").click()
+    assert page.locator("th.col:visible").count() == 2
+    assert page.seen["errors"] == []
+
+
+def test_index_opens_offline(page_of: Any, report_dir: Path) -> None:
+    page = page_of(report_dir / "index.html")
+    link = page.locator("table.findings a")
+    assert link.count() == 1
+    link.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(".html") and "index" not in page.url
+    assert page.seen["errors"] == []
+    assert all(url.startswith("file://") for url in page.seen["requests"])
+
+
+def test_a_missing_browser_skips_on_a_desk_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        _missing("no chromium on PATH")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
+        _missing("no chromium on PATH")
