@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -50,12 +51,21 @@ def _settings(profile: str) -> hypothesis.settings:
     return hypothesis.settings(profiles.get(profile), verbosity=hypothesis.Verbosity.quiet)
 
 
-def _validate(sut_spec: str, scenario: str) -> None:
+def _validate(sut_spec: str, scenario: str | None = None) -> None:
+    """The SUT imports and is wired (its factory builds a scheduler); the scenario reads."""
     try:
-        sut.load(sut_spec)
-        scenarios.load(scenario)
+        sut.wired(sut_spec)
+        if scenario is not None:
+            scenarios.load(scenario)
     except (sut.SUTError, scenarios.ScenarioError) as err:
         raise BadInput(str(err)) from err
+
+
+def _writable(directory: str, option: str) -> None:
+    if why := reports.unwritable(Path(directory)):
+        raise BadInput(
+            f"{option} {directory!r} cannot be written: {why}; name a directory you can write"
+        )
 
 
 @contextmanager
@@ -79,8 +89,7 @@ def _progress(console: Console, label: str, show: bool) -> Iterator[Callable[[in
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _validate(args.sut, args.scenario)
-    if Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
-        raise BadInput(f"--report-dir {args.report_dir!r} is a file; name a directory")
+    _writable(args.report_dir, "--report-dir")
     settings = _settings(args.profile)
     with _progress(console, f"checking {args.sut} in {args.scenario}", not args.quiet) as tick:
         result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
@@ -99,7 +108,15 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     try:
         paths = reports.write(case, outcome, Path(args.report_dir))
     except OSError as err:
-        raise BadInput(f"cannot write reports to {args.report_dir!r}: {err.strerror}") from err
+        # A bug was found: tell it in full here, whatever -q says, and still exit 1.
+        if args.quiet:
+            reports.render_terminal(case, outcome, console)
+        print(
+            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror}); "
+            "the counterexample above is the whole finding",
+            file=sys.stderr,
+        )
+        return EXIT_FOUND
     console.print(
         f"counterexample found after {result.examples_to_find} examples, shrunk to "
         f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
@@ -167,6 +184,8 @@ def _reference_row(scenario: str, profile: str) -> GateRow:
 
 def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
     jobs = max(1, args.jobs)
+    if args.json:
+        _writable(str(Path(args.json).parent), "--json's directory")
     tasks: list[tuple[Callable[..., GateRow], tuple[Any, ...]]] = [
         (_reference_row, (scenario, args.profile)) for scenario in scenarios.shipped_names()
     ]
@@ -227,10 +246,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     except reports.ReportError as err:
         raise BadInput(str(err)) from err
     spec = args.sut or case.sut
-    try:
-        sut.load(spec)
-    except sut.SUTError as err:
-        raise BadInput(str(err)) from err
+    _validate(spec)
     outcome = reports.replay(case, sut=spec)
     if spec != case.sut:
         case = attrs.evolve(case, sut=spec)
@@ -255,6 +271,9 @@ def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
 # ---- the parser ----
 
 
+_VERBOSE = "on bad input, also the traceback of what the SUT raised"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="peftlife", description=__doc__)
     commands = parser.add_subparsers(
@@ -270,6 +289,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
     check.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
+    check.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     check.set_defaults(run=cmd_check)
 
     gate = commands.add_parser("mutants", help="the reference and every mutant of the catalogue")
@@ -284,6 +304,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("report", help="a report's .json file")
     replay.add_argument("--sut", default=None, help="replay against this scheduler instead")
     replay.add_argument("-q", "--quiet", action="store_true")
+    replay.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     replay.set_defaults(run=cmd_replay)
 
     listing = commands.add_parser("scenarios", help="list the shipped scenario profiles")
@@ -297,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     # Off a terminal (CI logs, pipes) lines are kept long rather than wrapped at 80.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+    args: argparse.Namespace | None = None
     try:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):
@@ -304,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         code: int = args.run(args, console)
     except BadInput as err:
+        if err.__cause__ is not None and getattr(args, "verbose", False):
+            traceback.print_exception(err.__cause__, file=sys.stderr)
         print(f"peftlife: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return code

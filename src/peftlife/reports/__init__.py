@@ -16,7 +16,7 @@ from peftlife.reports.case import (
     replay,
     to_json,
 )
-from peftlife.reports.files import write
+from peftlife.reports.files import unwritable, write
 from peftlife.reports.markdown import render_markdown
 from peftlife.reports.regression import case_name, render_regression_test
 from peftlife.reports.story import Step, story, world_lines
@@ -39,6 +39,7 @@ __all__ = [
     "story",
     "terminal_text",
     "to_json",
+    "unwritable",
     "world_lines",
     "write",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from peftlife.reports.case import Case, to_json
@@ -30,3 +31,25 @@ def write(case: Case, outcome: Outcome, directory: Path) -> dict[str, Path]:
     paths["markdown"].write_text(render_markdown(case, outcome, files), "utf-8")
     paths["test"].write_text(render_regression_test(case, outcome), "utf-8")
     return paths
+
+
+def unwritable(directory: Path) -> str | None:
+    """Why report files could not be written in ``directory`` (made if missing), or None.
+
+    Checked before a search, so a finding is never lost to a bad directory.
+
+    >>> unwritable(Path("."))
+    """
+    existing = directory
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing.exists() else "does not exist"
+        return (
+            f"{str(existing)!r} {what}"
+            if existing == directory
+            else (f"{str(existing)!r} {what}, so {str(directory)!r} cannot be made")
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{str(existing)!r} is not writable"
+    return None
