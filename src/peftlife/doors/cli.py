@@ -62,10 +62,8 @@ def _validate(sut_spec: str, scenario: str | None = None) -> None:
 
 
 def _writable(directory: str, option: str) -> None:
-    if why := reports.unwritable(Path(directory)):
-        raise BadInput(
-            f"{option} {directory!r} cannot be written: {why}; name a directory you can write"
-        )
+    if problem := reports.unwritable(Path(directory), option):
+        raise BadInput(problem)
 
 
 @contextmanager

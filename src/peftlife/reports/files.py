@@ -33,23 +33,22 @@ def write(case: Case, outcome: Outcome, directory: Path) -> dict[str, Path]:
     return paths
 
 
-def unwritable(directory: Path) -> str | None:
-    """Why report files could not be written in ``directory`` (made if missing), or None.
+def unwritable(directory: Path, option: str) -> str | None:
+    """Why report files could not be written in ``directory`` (made if missing), as the
+    one-line error for the front-door ``option`` that named it; None if they could.
 
     Checked before a search, so a finding is never lost to a bad directory.
 
-    >>> unwritable(Path("."))
+    >>> unwritable(Path("."), "--report-dir")
     """
     existing = directory
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
         what = "is a file" if existing.exists() else "does not exist"
-        return (
-            f"{str(existing)!r} {what}"
-            if existing == directory
-            else (f"{str(existing)!r} {what}, so {str(directory)!r} cannot be made")
-        )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{str(existing)!r} is not writable"
-    return None
+        why = f"{str(existing)!r} {what}"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        why = f"{str(existing)!r} is not writable"
+    else:
+        return None
+    return f"{option} {str(directory)!r} cannot be written: {why}; name a directory you can write"

@@ -32,7 +32,7 @@ class WiringError(SUTError):
     """A factory that does not build a scheduler; the message says what came back."""
 
 
-def wired(spec: str, *, deadline: float = DEADLINE) -> SchedulerFactory:
+def wired(spec: str, *, deadline: float | None = None) -> SchedulerFactory:
     """Load a SUT and check its wiring; every front door calls this before searching.
 
     >>> wired("reference").__name__
@@ -43,20 +43,22 @@ def wired(spec: str, *, deadline: float = DEADLINE) -> SchedulerFactory:
     return factory
 
 
-def check_wiring(factory: SchedulerFactory, spec: str, *, deadline: float = DEADLINE) -> None:
-    """Build the factory in a small world and call ``schedule_request`` once.
+def check_wiring(factory: SchedulerFactory, spec: str, *, deadline: float | None = None) -> None:
+    """Build the factory in a small world and call ``schedule_request`` once, each
+    within ``deadline`` seconds (``DEADLINE`` by default).
 
     Raises ``WiringError`` when the factory raises, hangs, does not take an
     ``Environment``, or returns no scheduler, or when ``schedule_request`` does
     not take ``(active_requests, inflight_request_ids)``.
     """
+    deadline = DEADLINE if deadline is None else deadline
     environment = Engine(SMALL_WORLD, _placeholder).environment
     built = _call(lambda: factory(environment), deadline)
     if isinstance(built, BaseException):
         raise WiringError(_failed(f"the factory of SUT {spec!r}", built, deadline)) from built
     schedule = getattr(built, "schedule_request", None)
     if not callable(schedule):
-        what = "None" if built is None else f"a {type(built).__name__}"
+        what = "None" if built is None else _a(type(built).__name__)
         raise WiringError(
             f"the factory of SUT {spec!r} returned {what}, which has no schedule_request "
             "method; a SUT names a factory Environment -> Scheduler, whose "
@@ -71,6 +73,10 @@ def check_wiring(factory: SchedulerFactory, spec: str, *, deadline: float = DEAD
             "give it that signature"
         ) from called
     # Whatever else the call did (raise, hang, a malformed output) is the search's finding.
+
+
+def _a(name: str) -> str:
+    return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
 
 
 def _placeholder(environment: Environment) -> _Idle:
