@@ -342,6 +342,7 @@ def _file(text: str) -> Callable[[], str]:
         pytest.param(_file(""), ["needs a top-level description"], id="empty"),
         pytest.param(_file("[world\n"), ["not valid TOML", "line 1"], id="toml-syntax"),
         pytest.param(_file('description = "x"\n'), ["needs a [world] table"], id="no-tables"),
+        pytest.param(_file("#" * 2**21), ["larger than 1024 KiB"], id="huge"),
     ],
 )
 def test_a_scenario_path_that_is_not_a_profile(

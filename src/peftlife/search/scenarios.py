@@ -148,6 +148,8 @@ def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
 
 # ---- reading profiles ----
 
+MAX_FILE_BYTES = 1024 * 1024
+
 # The largest high end each number may have. The workload's sizes bound the work of
 # one example (the drain may step 50 + 4 per token of every live request); the
 # world's are generous, since pages are counters, but finite.
@@ -334,6 +336,11 @@ def load(name_or_path: str) -> Scenario:
                 f"profile or one of: {', '.join(shipped_names())}"
             )
         try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise ScenarioError(
+                    f"scenario file {name_or_path!r} is larger than {MAX_FILE_BYTES // 1024} KiB; "
+                    "a profile is a page of TOML"
+                )
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise ScenarioError(
