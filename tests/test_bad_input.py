@@ -673,6 +673,22 @@ def test_an_unwritable_mutants_json_is_refused_before_the_gate(
     _refused(capsys, ["mutants", "--json", "afile/gate.json"], "'afile' is a file")
 
 
+def test_a_gate_whose_json_cannot_be_written_keeps_its_verdict(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The directory passed the check, then could not be made: the table stands, exit 0.
+    row = cli.GateRow("reference @ default", False, "default", "-", True, 1, None, 0.0)
+    monkeypatch.setattr(cli, "CATALOGUE", ())
+    monkeypatch.setattr(cli, "_reference_row", lambda *a: row)
+    monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
+    monkeypatch.setattr(cli.reports, "unwritable", lambda *a: None)
+    Path("afile").write_text("")
+    code, out, err = _main(capsys, ["mutants", "--jobs", "1", "--json", "afile/gate.json"])
+    assert code == cli.EXIT_HELD, (out, err)
+    assert "the reference held" in out
+    assert err.startswith("peftlife: could not write --json 'afile/gate.json'"), err
+
+
 # ---- 6. the pytest door ----
 
 
