@@ -736,6 +736,16 @@ def test_the_plugin_refuses_bad_input_as_a_usage_error(
         assert hint in output[0], (hint, output[0])
 
 
+def test_the_plugin_shows_the_import_traceback_under_verbose(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(bad_verbose_sut="def helper():\n    raise KeyError('deep')\nhelper()\n")
+    result = pytester.runpytest_subprocess("-v", "--peftlife-sut", "bad_verbose_sut:factory")
+    output = "\n".join([*result.stdout.lines, *result.stderr.lines]).strip()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "Traceback (most recent call last)" in output
+    assert 'bad_verbose_sut.py", line 2, in helper' in output
+    assert output.splitlines()[-1].startswith("peftlife: error: importing SUT module")
+
+
 PLUGIN_WRITE_FAILS = """
 import errno
 

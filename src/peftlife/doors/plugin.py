@@ -16,6 +16,7 @@ violated invariant and the report path as properties in the JUnit XML
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if scenario := config.getoption("peftlife_scenario"):
             scenarios.load(scenario)
     except (sut.SUTError, scenarios.ScenarioError) as err:
-        raise pytest.UsageError(f"peftlife: error: {err}") from err
+        # Under -v, what the SUT raised comes first, as the command line's -v shows it.
+        shown = err.__cause__ is not None and config.get_verbosity() > 0
+        trace = "".join(traceback.format_exception(err.__cause__)) if shown else ""
+        raise pytest.UsageError(f"{trace}peftlife: error: {err}") from err
     directory = config.getoption("peftlife_report_dir")
     if directory and (problem := reports.unwritable(Path(directory), "--peftlife-report-dir")):
         raise pytest.UsageError(f"peftlife: error: {problem}")
