@@ -352,13 +352,11 @@ def test_replay_against_an_unknown_sut(
 
 
 def test_report_dir_that_is_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    # A SUT module in the working directory, as a project would name its own scheduler;
-    # its factory raises, so an early example is a finding and the reports must be written.
-    (tmp_path / "cli_broken_sut.py").write_text("def factory(env):\n    raise RuntimeError\n")
+    # Refused before the search, so a finding is never lost to a bad directory.
     (tmp_path / "reports").write_text("a file, not a directory\n")
-    argv = ["check", "--sut", "cli_broken_sut:factory", "--profile", "ci", "-q"]
+    argv = ["check", "--sut", MUTANT, "--profile", "ci", "-q"]
     line = _bad_input(capsys, [*argv, "--report-dir", "reports"])
-    assert "reports" in line
+    assert "'reports' is a file" in line
 
 
 @pytest.mark.parametrize(
@@ -368,7 +366,7 @@ def test_report_dir_that_is_a_file(capsys: pytest.CaptureFixture[str], tmp_path:
         pytest.param("--peftlife-scenario", "nowhere.toml", "does not exist", id="scenario"),
     ],
 )
-def test_plugin_bad_input_exits_2_with_one_line(
+def test_plugin_bad_input_is_a_usage_error_with_one_line(
     tmp_path: Path, option: str, value: str, hint: str
 ) -> None:
     result = subprocess.run(
@@ -380,9 +378,9 @@ def test_plugin_bad_input_exits_2_with_one_line(
         timeout=120,
     )
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     assert len(lines) == 1, lines
-    assert "peftlife: error:" in lines[0]
+    assert lines[0].startswith("ERROR: peftlife: error:")
     assert hint in lines[0]
 
 

@@ -452,8 +452,8 @@ def _factory_raises(env: Environment) -> Any:
     ("factory", "error_kind", "invariants", "in_message"),
     [
         (_Raises, "scheduler_raised", {"scheduler_protocol"}, "RuntimeError: boom"),
-        (_ReturnsNone, "malformed_output", {"scheduler_protocol"}, "NoneType"),
-        (_ReturnsDict, "malformed_output", {"scheduler_protocol"}, "dict"),
+        (_ReturnsNone, "malformed_output", {"scheduler_protocol"}, "returned None, not a"),
+        (_ReturnsDict, "malformed_output", {"scheduler_protocol"}, "returned a dict, not a"),
         (_ReturnsTwice, None, {"output_lists_well_formed"}, "in context and context"),
         (_ReturnsUnknownId, "malformed_output", {"scheduler_protocol"}, "request 99"),
         (_ReturnsForeignCopy, "malformed_output", {"scheduler_protocol"}, "never submitted"),

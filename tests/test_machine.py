@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from peftlife import lifecycle_machine
+from peftlife import lifecycle_machine, sut
 from peftlife.search import profiles
 from peftlife.search.machine import COVERAGE_LABELS, SearchResult, search
 from peftlife.search.scenarios import shipped_names
@@ -56,10 +56,14 @@ def test_every_rule_and_path_is_reached(reference_runs: dict[str, SearchResult])
         ("tests.bad_schedulers:Raising", "scheduler_protocol"),
         ("tests.bad_schedulers:Twice", "output_lists_well_formed"),
         ("tests.bad_schedulers:UnknownId", "scheduler_protocol"),
-        ("tests.bad_schedulers:not_a_scheduler", "scheduler_protocol"),
     ],
 )
 def test_a_broken_scheduler_is_a_finding_not_a_crash(factory: str, invariant: str) -> None:
     result = search(factory, "default", CI, shrink=False)
     assert result.failure is not None
     assert result.failure.invariant == invariant, str(result.failure)
+
+
+def test_a_factory_that_builds_no_scheduler_is_refused_before_the_search() -> None:
+    with pytest.raises(sut.WiringError, match="returned an object, which has no schedule_request"):
+        search("tests.bad_schedulers:not_a_scheduler", "default", CI)

@@ -164,12 +164,12 @@ def test_a_failing_machine_without_junit_still_fails(pytester: pytest.Pytester) 
         ("--peftlife-scenario", "no-such-scenario", "no-such-scenario"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(
+def test_bad_input_is_a_usage_error_with_one_line(
     pytester: pytest.Pytester, option: str, value: str, fix: str
 ) -> None:
     pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
     result = pytester.runpytest_subprocess(option, value)
-    assert result.ret == 2
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     output = [*result.stdout.lines, *result.stderr.lines]
     mentions = [line for line in output if "peftlife: error:" in line]
     assert len(mentions) == 1, "\n".join(output)

@@ -137,3 +137,62 @@ def _drained_empty(s: Snapshot) -> Iterator[Violation]:
                 f"{pool.device_capacity - pool.device_free} device pages held",
                 s.iteration,
             )
+
+
+def drain_premise_broken(
+    config: EngineConfig, requests: list[tuple[int | None, int, int]]
+) -> str | None:
+    """The premise of ``can_drain`` a world breaks, with how to fix it; None if it can drain.
+
+    ``requests`` lists ``(adapter, prompt_len, max_new_tokens)``.
+
+    >>> world = EngineConfig(enable_chunked_context=True, chunk_unit_size=8, max_num_tokens=4)
+    >>> drain_premise_broken(world, [])[:48]
+    'with chunking on, chunk_unit_size (8) exceeds ma'
+    """
+    adapter_pages = dict(config.adapter_pages)
+    if adapter_pages and max(adapter_pages.values()) > config.lora_device_pages:
+        task, pages = max(adapter_pages.items(), key=lambda item: item[1])
+        return (
+            f"adapter {task} needs {pages} pages but the device LoRA cache holds "
+            f"{config.lora_device_pages} (lora_device_pages): raise it to at least {pages}"
+        )
+    if config.enable_chunked_context and config.chunk_unit_size > config.max_num_tokens:
+        return (
+            f"with chunking on, chunk_unit_size ({config.chunk_unit_size}) exceeds "
+            f"max_num_tokens ({config.max_num_tokens}), so no chunk ever fits the token "
+            "budget: lower chunk_unit_size or raise max_num_tokens"
+        )
+    pools = [("device_pages", config.device_pages, "host_pages", config.host_pages)]
+    if config.draft_device_pages is not None:
+        pools.append(
+            (
+                "draft_device_pages",
+                config.draft_device_pages,
+                "draft_host_pages",
+                config.draft_host_pages,
+            )
+        )
+    need = [-(-(prompt + outputs) // config.tokens_per_block) for _, prompt, outputs in requests]
+    for (_, prompt, outputs), pages in zip(requests, need, strict=True):
+        for device_name, device, _, _ in pools:
+            if pages > device:
+                return (
+                    f"a request of {prompt} + {outputs} tokens needs {pages} pages, more than "
+                    f"{device_name} ({device}): raise {device_name} or shorten the request"
+                )
+        if not config.enable_chunked_context and prompt + outputs - 1 > config.max_num_tokens:
+            return (
+                f"with chunking off, a request's longest context ({prompt + outputs - 1} "
+                f"tokens) exceeds max_num_tokens ({config.max_num_tokens}): raise "
+                "max_num_tokens, turn chunking on, or shorten the request"
+            )
+    if not config.enable_recompute_pause:
+        for _, _, host_name, host in pools:
+            if host < sum(need):
+                return (
+                    f"with recompute pause off, only suspension frees device pages, so the "
+                    f"lower tier must hold every request's cache at once ({sum(need)} pages) "
+                    f"but {host_name} is {host}: raise {host_name} or turn recompute pause on"
+                )
+    return None

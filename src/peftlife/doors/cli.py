@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -51,12 +52,19 @@ def _settings(profile: str) -> hypothesis.settings:
     return hypothesis.settings(profiles.get(profile), verbosity=hypothesis.Verbosity.quiet)
 
 
-def _validate(sut_spec: str, scenario: str) -> None:
+def _validate(sut_spec: str, scenario: str | None = None) -> None:
+    """The SUT imports and is wired (its factory builds a scheduler); the scenario reads."""
     try:
-        sut.load(sut_spec)
-        scenarios.load(scenario)
+        sut.wired(sut_spec)
+        if scenario is not None:
+            scenarios.load(scenario)
     except (sut.SUTError, scenarios.ScenarioError) as err:
         raise BadInput(str(err)) from err
+
+
+def _writable(directory: str, option: str) -> None:
+    if problem := reports.unwritable(Path(directory), option):
+        raise BadInput(problem)
 
 
 @contextmanager
@@ -80,8 +88,7 @@ def _progress(console: Console, label: str, show: bool) -> Iterator[Callable[[in
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _validate(args.sut, args.scenario)
-    if Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
-        raise BadInput(f"--report-dir {args.report_dir!r} is a file; name a directory")
+    _writable(args.report_dir, "--report-dir")
     settings = _settings(args.profile)
     if args.database is not None:
         try:
@@ -109,7 +116,15 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     try:
         paths = reports.write(case, outcome, Path(args.report_dir))
     except OSError as err:
-        raise BadInput(f"cannot write reports to {args.report_dir!r}: {err.strerror}") from err
+        # A bug was found: tell it in full here, whatever -q says, and still exit 1.
+        if args.quiet:
+            reports.render_terminal(case, outcome, console)
+        print(
+            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror}); "
+            "the counterexample above is the whole finding",
+            file=sys.stderr,
+        )
+        return EXIT_FOUND
     console.print(
         f"counterexample found after {result.examples_to_find} examples, shrunk to "
         f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
@@ -177,6 +192,8 @@ def _reference_row(scenario: str, profile: str) -> GateRow:
 
 def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
     jobs = max(1, args.jobs)
+    if args.json:
+        _writable(str(Path(args.json).parent), "--json's directory")
     tasks: list[tuple[Callable[..., GateRow], tuple[Any, ...]]] = [
         (_reference_row, (scenario, args.profile)) for scenario in scenarios.shipped_names()
     ]
@@ -220,7 +237,12 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
             path.write_text(json.dumps(table_json, indent=1) + "\n", "utf-8")
             reports.write_index(path.parent)  # the report directory's index shows the gate
         except OSError as err:
-            raise BadInput(f"cannot write --json {args.json!r}: {err.strerror}") from err
+            # The table above is the gate's verdict; its exit code stands.
+            print(
+                f"peftlife: could not write --json {args.json!r} ({err.strerror}); "
+                "the table above is the whole result",
+                file=sys.stderr,
+            )
     return EXIT_HELD if ok else EXIT_FOUND
 
 
@@ -238,10 +260,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     except reports.ReportError as err:
         raise BadInput(str(err)) from err
     spec = args.sut or case.sut
-    try:
-        sut.load(spec)
-    except sut.SUTError as err:
-        raise BadInput(str(err)) from err
+    _validate(spec)
     outcome = reports.replay(case, sut=spec)
     if spec != case.sut:
         case = attrs.evolve(case, sut=spec)
@@ -307,6 +326,9 @@ def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
 # ---- the parser ----
 
 
+_VERBOSE = "on bad input, also the traceback of what the SUT raised"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="peftlife", description=__doc__)
     commands = parser.add_subparsers(
@@ -327,6 +349,7 @@ def _parser() -> argparse.ArgumentParser:
         help="example database (a directory, or redis://host:port/db): saved failures first",
     )
     check.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
+    check.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     check.set_defaults(run=cmd_check)
 
     gate = commands.add_parser("mutants", help="the reference and every mutant of the catalogue")
@@ -341,6 +364,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("report", help="a report's .json file")
     replay.add_argument("--sut", default=None, help="replay against this scheduler instead")
     replay.add_argument("-q", "--quiet", action="store_true")
+    replay.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     replay.set_defaults(run=cmd_replay)
 
     campaign = commands.add_parser(
@@ -387,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     # Off a terminal (CI logs, pipes) lines are kept long rather than wrapped at 80.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+    args: argparse.Namespace | None = None
     try:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):
@@ -396,6 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         code: int = args.run(args, console)
     except BadInput as err:
+        if err.__cause__ is not None and getattr(args, "verbose", False):
+            traceback.print_exception(err.__cause__, file=sys.stderr)
         print(f"peftlife: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return code

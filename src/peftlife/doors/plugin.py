@@ -16,6 +16,7 @@ violated invariant and the report path as properties in the JUnit XML
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Bad input at the front door: one line that says how to fix it, exit 2.
+    # Bad input at the front door: a usage error, the command line's one line.
     try:
         if spec := config.getoption("peftlife_sut"):
-            sut.load(spec)
+            sut.wired(spec)
         if scenario := config.getoption("peftlife_scenario"):
             scenarios.load(scenario)
     except (sut.SUTError, scenarios.ScenarioError) as err:
-        pytest.exit(f"peftlife: error: {err}", returncode=2)
+        # Under -v, what the SUT raised comes first, as the command line's -v shows it.
+        shown = err.__cause__ is not None and config.get_verbosity() > 0
+        trace = "".join(traceback.format_exception(err.__cause__)) if shown else ""
+        raise pytest.UsageError(f"{trace}peftlife: error: {err}") from err
+    directory = config.getoption("peftlife_report_dir")
+    if directory and (problem := reports.unwritable(Path(directory), "--peftlife-report-dir")):
+        raise pytest.UsageError(f"peftlife: error: {problem}")
 
 
 @pytest.fixture
@@ -105,8 +112,15 @@ def pytest_runtest_makereport(
     directory = item.config.getoption("peftlife_report_dir")
     if directory:
         case = reports.Case.from_failure(minimized(failure))
-        paths = reports.write(case, reports.replay(case), Path(directory))
-        properties.append(("peftlife_report", str(paths["json"])))
+        try:
+            paths = reports.write(case, reports.replay(case), Path(directory))
+        except OSError as err:
+            # The failure stands as reported; only the files are missing, and this says why.
+            problem = f"could not write reports to {directory!r} ({err.strerror})"
+            properties.append(("peftlife_report_error", problem))
+            rep.sections.append(("peftlife", problem))
+        else:
+            properties.append(("peftlife_report", str(paths["json"])))
     for prop in properties:
         item.user_properties.append(prop)
         rep.user_properties.append(prop)

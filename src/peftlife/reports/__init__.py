@@ -17,7 +17,7 @@ from peftlife.reports.case import (
     replay,
     to_json,
 )
-from peftlife.reports.files import write
+from peftlife.reports.files import unwritable, write
 from peftlife.reports.html import render_html, render_index, write_index
 from peftlife.reports.markdown import render_markdown
 from peftlife.reports.regression import case_name, render_regression_test
@@ -43,6 +43,7 @@ __all__ = [
     "story",
     "terminal_text",
     "to_json",
+    "unwritable",
     "world_lines",
     "write",
     "write_index",

@@ -16,9 +16,12 @@ from typing import Any
 import attrs
 
 from peftlife import sut as sut_module
+from peftlife.checker.drain import drain_premise_broken
 from peftlife.search.machine import LifecycleFailure
+from peftlife.search.scenarios import LIMITS
 from peftlife.search.trace import Action, Entry, Outcome, checked_replay
 from peftlife.world.engine import EngineConfig
+from peftlife.world.fields import InvalidField, is_whole
 from peftlife.world.ledger import Call
 
 __all__ = [
@@ -70,7 +73,13 @@ class Case:
 
     @classmethod
     def from_json(cls, data: Any) -> Case:
-        """Read a case back from a report's JSON (a dict)."""
+        """Read a case back from a report's JSON (a dict), validated in full.
+
+        Types, ranges, sizes and references (a cancel's request, a submit's
+        adapter, a fault's pool) are checked before anything runs, and the world
+        must be one that can drain; a ``ReportError`` names the JSON path of the
+        first bad field.
+        """
         if not isinstance(data, dict):
             raise ReportError("a peftlife report is a JSON object; this file holds something else")
         version = data.get("schema_version")
@@ -79,20 +88,141 @@ class Case:
                 f"report schema_version is {version!r}; this peftlife reads version "
                 f"{SCHEMA_VERSION}: regenerate the report with this version"
             )
-        try:
-            config = dict(data["config"])
-            config["adapter_pages"] = tuple(tuple(pair) for pair in config["adapter_pages"])
-            return cls(
-                sut=data["sut"],
-                scenario=data["scenario"],
-                config=EngineConfig(**config),
-                actions=tuple(Action.from_json(a) for a in data["actions"]),
-                seed=data.get("seed"),
-                profile=data.get("profile", ""),
-                examples=data.get("examples"),
+        _known_keys("", data, _TOP_LEVEL)
+        config = _config(_required(data, "config", dict))
+        actions = _actions(_required(data, "actions", list), config)
+        seed, examples = data.get("seed"), data.get("examples")
+        for key, value in (("seed", seed), ("examples", examples)):
+            if value is not None and not is_whole(value):
+                raise ReportError(f"{key} must be a whole number or null, not {value!r}")
+        return cls(
+            sut=_text(_required(data, "sut", str), "sut"),
+            scenario=_text(_required(data, "scenario", str), "scenario"),
+            config=config,
+            actions=actions,
+            seed=seed,
+            profile=_text(data.get("profile", ""), "profile", empty=True),
+            examples=examples,
+        )
+
+
+# ---- reading a report's JSON ----
+
+# Written by ``to_json``: what a replay reads, then the story it is not read back from.
+_TOP_LEVEL: tuple[str, ...] = (
+    "schema_version",
+    "sut",
+    "scenario",
+    "seed",
+    "profile",
+    "config",
+    "actions",
+    "examples",
+)
+_TOP_LEVEL += ("during", "violation", "violations", "steps")
+_ACTION_KEYS = tuple(f.name for f in attrs.fields(Action))
+_CONFIG_KEYS = tuple(f.name for f in attrs.fields(EngineConfig))
+# The most actions a report may hold; a search's examples stay far below it.
+MAX_ACTIONS = 10_000
+MAX_REPORT_BYTES = 256 * 2**20
+_TYPE_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
+def _required(data: dict[str, Any], key: str, kind: type) -> Any:
+    if key not in data:
+        raise ReportError(f"{key} is missing")
+    if not isinstance(data[key], kind):
+        raise ReportError(f"{key} must be {_TYPE_NAMES[kind]}, not {data[key]!r:.60}")
+    return data[key]
+
+
+def _text(value: Any, path: str, empty: bool = False) -> str:
+    if not isinstance(value, str) or not (value or empty):
+        raise ReportError(f"{path} must be a non-empty string, not {value!r}")
+    return value
+
+
+def _known_keys(path: str, data: dict[str, Any], known: tuple[str, ...]) -> None:
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise ReportError(f"{where} is not a field peftlife knows; known: {', '.join(known)}")
+
+
+def _limit(path: str, value: int, key: str) -> None:
+    limit = MAX_ACTIONS if key == "actions" else LIMITS[key]
+    if value > limit:
+        raise ReportError(f"{path} is {value}, above peftlife's limit of {limit} for {key}")
+
+
+def _config(data: dict[str, Any]) -> EngineConfig:
+    _known_keys("config", data, _CONFIG_KEYS)
+    fields = dict(data)
+    if "adapter_pages" in fields:
+        pairs = fields["adapter_pages"]
+        if not isinstance(pairs, list) or not all(isinstance(p, list) for p in pairs):
+            raise ReportError(
+                f"config.adapter_pages must be a list of [task id, pages] pairs, not {pairs!r:.60}"
             )
-        except (KeyError, TypeError, ValueError) as err:
-            raise ReportError(f"the report is missing or has a malformed field: {err}") from err
+        fields["adapter_pages"] = tuple(tuple(p) for p in pairs)
+    try:
+        config = EngineConfig(**fields)
+    except InvalidField as err:
+        raise ReportError(f"config.{err}") from err
+    for key in ("device_pages", "host_pages", "draft_device_pages", "tokens_per_block"):
+        if (value := getattr(config, key)) is not None:
+            _limit(f"config.{key}", value, key)
+    _limit("config.draft_host_pages", config.draft_host_pages, "host_pages")
+    for key in ("lora_device_pages", "lora_host_pages", "max_num_tokens", "max_batch_size"):
+        _limit(f"config.{key}", getattr(config, key), key)
+    _limit("config.chunk_unit_size", config.chunk_unit_size, "chunk_unit_size")
+    _limit("len(config.adapter_pages)", len(config.adapter_pages), "adapters")
+    for index, (_, pages) in enumerate(config.adapter_pages):
+        _limit(f"config.adapter_pages[{index}][1]", pages, "adapter_pages")
+    return config
+
+
+def _actions(data: list[Any], config: EngineConfig) -> tuple[Action, ...]:
+    _limit("len(actions)", len(data), "actions")
+    adapters = {task for task, _ in config.adapter_pages}
+    actions: list[Action] = []
+    requests: list[tuple[int | None, int, int]] = []
+    for index, item in enumerate(data):
+        path = f"actions[{index}]"
+        if not isinstance(item, dict):
+            raise ReportError(f"{path} must be an object, not {item!r:.60}")
+        _known_keys(path, item, _ACTION_KEYS)
+        if "kind" not in item:
+            raise ReportError(f"{path}.kind is missing")
+        try:
+            action = Action(**item)
+        except InvalidField as err:
+            raise ReportError(f"{path}.{err}") from err
+        if action.kind == "submit":
+            if action.lora_task_id is not None and action.lora_task_id not in adapters:
+                raise ReportError(
+                    f"{path}.lora_task_id is {action.lora_task_id}, an adapter the world does "
+                    f"not have; config.adapter_pages lists {sorted(adapters) or 'none'}"
+                )
+            _limit(f"{path}.prompt_len", action.prompt_len, "prompt_len")
+            _limit(f"{path}.max_new_tokens", action.max_new_tokens, "max_new_tokens")
+            requests.append((action.lora_task_id, action.prompt_len, action.max_new_tokens))
+            _limit("the number of submits", len(requests), "max_requests")
+        elif action.kind == "cancel" and action.request_id is not None:
+            if action.request_id > len(requests):
+                raise ReportError(
+                    f"{path}.request_id is {action.request_id}, but the actions before it "
+                    f"submit {len(requests)} (request ids count submits from 1)"
+                )
+        elif action.pool == "draft" and config.draft_device_pages is None:
+            raise ReportError(
+                f"{path}.pool is 'draft', but the world has no draft pool "
+                "(config.draft_device_pages is null): use 'target'"
+            )
+        actions.append(action)
+    if rule := drain_premise_broken(config, requests):
+        raise ReportError(f"config: the world cannot drain these requests: {rule}")
+    return tuple(actions)
 
 
 def replay(case: Case, sut: str | None = None) -> Outcome:
@@ -148,14 +278,27 @@ def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
 
 
 def load_json(path: Path) -> Case:
+    """Read and validate a report file; a ``ReportError`` names the file and the bad field."""
     try:
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            raise ReportError(
+                f"report {str(path)!r} is larger than {MAX_REPORT_BYTES // 2**20} MiB; "
+                "give a report peftlife wrote"
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise ReportError(f"cannot read report {str(path)!r}: {err.strerror}") from err
+        raise ReportError(
+            f"cannot read report {str(path)!r}: {err.strerror}; give a report's .json file"
+        ) from err
     except UnicodeDecodeError as err:
         raise ReportError(f"{str(path)!r} is not UTF-8 text; give a peftlife report") from err
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, RecursionError) as err:
         raise ReportError(f"{str(path)!r} is not JSON ({err}); give a peftlife report") from err
-    return Case.from_json(data)
+    try:
+        return Case.from_json(data)
+    except ReportError as err:
+        raise ReportError(
+            f"report {str(path)!r}: {err}; fix the field or regenerate the report"
+        ) from err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from peftlife.reports.case import Case, to_json
@@ -33,3 +34,24 @@ def write(case: Case, outcome: Outcome, directory: Path) -> dict[str, Path]:
     paths["test"].write_text(render_regression_test(case, outcome), "utf-8")
     paths |= write_html(case, outcome, paths["json"], files)
     return paths
+
+
+def unwritable(directory: Path, option: str) -> str | None:
+    """Why report files could not be written in ``directory`` (made if missing), as the
+    one-line error for the front-door ``option`` that named it; None if they could.
+
+    Checked before a search, so a finding is never lost to a bad directory.
+
+    >>> unwritable(Path("."), "--report-dir")
+    """
+    existing = directory
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing.exists() else "does not exist"
+        why = f"{str(existing)!r} {what}"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        why = f"{str(existing)!r} is not writable"
+    else:
+        return None
+    return f"{option} {str(directory)!r} cannot be written: {why}; name a directory you can write"

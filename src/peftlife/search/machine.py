@@ -199,7 +199,8 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     >>> lifecycle_machine("mutant:draft_not_suspended", "draft-pool").__name__
     'Lifecycle[mutant:draft_not_suspended @ draft-pool]'
     """
-    factory = sut.load(sut_spec)
+    # A miswired SUT is refused here, before any example, at every door.
+    factory = sut.wired(sut_spec)
     s = scenarios.load(scenario)
 
     class Machine(LifecycleMachine):

@@ -10,7 +10,10 @@ Worlds are generated so that they can always drain (spec invariant 12): every
 request fits the device alone, the device LoRA cache holds the largest
 adapter, and without recompute pause the lower tier holds every cache at once.
 Ranges are clamped upward to meet that; the clamps are the only place a
-scenario's numbers are overridden.
+scenario's numbers are overridden. The one premise no clamp can meet without
+changing what a scenario means, a chunk unit within the token budget, is
+checked when the file is read, and so is an upper limit on every number
+(``LIMITS``), so that no file can make a run hang or eat memory.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, Literal
 import attrs
 from hypothesis import strategies as st
 
+from peftlife.checker.drain import drain_premise_broken
 from peftlife.world.engine import EngineConfig
 
 Switch = Literal["on", "off", "either"]
@@ -144,6 +148,29 @@ def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
 
 # ---- reading profiles ----
 
+MAX_FILE_BYTES = 1024 * 1024
+
+# The largest high end each number may have. The workload's sizes bound the work of
+# one example (the drain may step 50 + 4 per token of every live request); the
+# world's are generous, since pages are counters, but finite.
+LIMITS: dict[str, int] = {
+    "device_pages": 100_000,
+    "host_pages": 100_000,
+    "draft_device_pages": 100_000,
+    "tokens_per_block": 1024,
+    "chunk_unit_size": 4096,
+    "max_num_tokens": 65_536,
+    "max_batch_size": 1024,
+    "lora_device_pages": 100_000,
+    "lora_host_pages": 100_000,
+    "adapters": 64,
+    "adapter_pages": 1024,
+    "prompt_len": 256,
+    "max_new_tokens": 128,
+    "max_requests": 32,
+    "steps_per_rule": 32,
+}
+
 _SECTIONS: dict[str, dict[str, str]] = {
     "world": {
         "device_pages": "range",
@@ -174,7 +201,7 @@ _SECTIONS: dict[str, dict[str, str]] = {
 }
 
 
-def _field(where: str, kind: str, value: Any) -> Any:
+def _field(where: str, kind: str, value: Any, limit: int | None = None) -> Any:
     if kind == "range":
         ok = (
             isinstance(value, list)
@@ -184,6 +211,7 @@ def _field(where: str, kind: str, value: Any) -> Any:
         )
         if not ok:
             raise ScenarioError(f"{where} must be [low, high] with 0 <= low <= high, not {value!r}")
+        _within(where, value[1], limit)
         return Range(value[0], value[1])
     if kind == "switch":
         if value not in SWITCHES:
@@ -199,7 +227,16 @@ def _field(where: str, kind: str, value: Any) -> Any:
         return value
     if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
         raise ScenarioError(f"{where} must be a whole number of at least 1, not {value!r}")
+    _within(where, value, limit)
     return value
+
+
+def _within(where: str, value: int, limit: int | None) -> None:
+    if limit is not None and value > limit:
+        raise ScenarioError(
+            f"{where} reaches {value}, above peftlife's limit of {limit} "
+            f"(larger makes one example run for minutes or exhaust memory): lower it to {limit}"
+        )
 
 
 def parse(text: str, name: str, source: str = "") -> Scenario:
@@ -233,13 +270,35 @@ def parse(text: str, name: str, source: str = "") -> Scenario:
                 + f"; valid keys are {sorted(keys)}"
             )
         for key, kind in keys.items():
-            fields[key] = _field(f"{name}: [{section}] {key}", kind, table[key])
+            fields[key] = _field(f"{name}: [{section}] {key}", kind, table[key], LIMITS.get(key))
     if data:
         raise ScenarioError(
             f"scenario {name!r}: unknown top-level keys {sorted(data)}; "
             f"valid are description and [{'], ['.join(_SECTIONS)}]"
         )
-    return Scenario(**fields)
+    scenario = Scenario(**fields)
+    if rule := _undrainable(scenario):
+        raise ScenarioError(
+            f"scenario {name!r} can generate worlds that cannot drain (its highest "
+            f"chunk_unit_size with its lowest max_num_tokens): {rule}"
+        )
+    return scenario
+
+
+def _undrainable(s: Scenario) -> str | None:
+    """The drain premise some world of the scenario would break, or None.
+
+    The world strategy lifts every other range to meet the premises; only the
+    chunk unit against the token budget is left, checked at its worst corner.
+    """
+    if s.chunking == "off":
+        return None
+    corner = EngineConfig(
+        enable_chunked_context=True,
+        chunk_unit_size=max(1, s.chunk_unit_size.hi),
+        max_num_tokens=max(1, s.max_num_tokens.lo),
+    )
+    return drain_premise_broken(corner, [])
 
 
 def _shipped_dir() -> Any:
@@ -266,12 +325,22 @@ def load(name_or_path: str) -> Scenario:
         return parse(entry.read_text(encoding="utf-8"), name_or_path, f"{name_or_path}.toml")
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
+        if path.is_dir():
+            raise ScenarioError(
+                f"scenario {name_or_path!r} is a directory; give a path to a .toml profile "
+                f"or one of: {', '.join(shipped_names())}"
+            )
         if not path.is_file():
             raise ScenarioError(
                 f"scenario file {name_or_path!r} does not exist; give a path to a .toml "
                 f"profile or one of: {', '.join(shipped_names())}"
             )
         try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise ScenarioError(
+                    f"scenario file {name_or_path!r} is larger than {MAX_FILE_BYTES // 1024} KiB; "
+                    "a profile is a page of TOML"
+                )
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise ScenarioError(

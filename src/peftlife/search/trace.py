@@ -16,10 +16,12 @@ import attrs
 from peftlife.checker.drain import drain
 from peftlife.checker.invariants import Violation, check
 from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.fields import InvalidField, boolean, one_of, whole
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 
 ActionKind = Literal["submit", "step", "cancel", "refuse_resume", "fail_grow"]
+KINDS: tuple[ActionKind, ...] = ("submit", "step", "cancel", "refuse_resume", "fail_grow")
 
 
 @attrs.frozen
@@ -34,15 +36,24 @@ class Action:
     'cancel(request_id=3)'
     """
 
-    kind: ActionKind = attrs.field(
-        validator=attrs.validators.in_(("submit", "step", "cancel", "refuse_resume", "fail_grow"))
-    )
-    request_id: int | None = None
-    lora_task_id: int | None = None
-    lora_weights: bool = False
-    prompt_len: int = 0
-    max_new_tokens: int = 0
-    pool: str = attrs.field(default="target", validator=attrs.validators.in_(("target", "draft")))
+    kind: ActionKind = attrs.field(validator=one_of(*KINDS))
+    request_id: int | None = attrs.field(default=None, validator=whole(1, optional=True))
+    lora_task_id: int | None = attrs.field(default=None, validator=whole(1, optional=True))
+    lora_weights: bool = attrs.field(default=False, validator=boolean)
+    prompt_len: int = attrs.field(default=0, validator=whole(0))
+    max_new_tokens: int = attrs.field(default=0, validator=whole(0))
+    pool: str = attrs.field(default="target", validator=one_of("target", "draft"))
+
+    def __attrs_post_init__(self) -> None:
+        # What each kind needs; the other fields keep their defaults.
+        if self.kind == "submit":
+            for name in ("prompt_len", "max_new_tokens"):
+                if getattr(self, name) < 1:
+                    raise InvalidField(
+                        name, f"of a submit must be at least 1, not {getattr(self, name)}"
+                    )
+        if self.kind == "cancel" and self.request_id is None:
+            raise InvalidField("request_id", "is required by a cancel")
 
     def describe(self) -> str:
         if self.kind == "submit":
@@ -59,10 +70,8 @@ class Action:
         return f"{self.kind}({args})"
 
     def to_json(self) -> dict[str, object]:
-        defaults = Action(self.kind)
-        return {
-            k: v for k, v in attrs.asdict(self).items() if k == "kind" or v != getattr(defaults, k)
-        }
+        defaults = {f.name: f.default for f in attrs.fields(Action)}
+        return {k: v for k, v in attrs.asdict(self).items() if k == "kind" or v != defaults[k]}
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Action:

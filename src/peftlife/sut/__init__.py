@@ -1,9 +1,12 @@
 """The system under test: the reference scheduler, the mutant catalogue, and how a SUT is loaded.
 
-``load(spec)`` resolves the SUT string every front door takes. The protocol a
-scheduler implements lives with the world, in ``peftlife.world.protocol``.
+``load(spec)`` resolves the SUT string every front door takes, and ``wired(spec)``
+also builds its factory once in a small world to refuse a miswired SUT before
+any search. The protocol a scheduler implements lives with the world, in
+``peftlife.world.protocol``.
 """
 
 from peftlife.sut.loader import FORMS, SUTError, load
+from peftlife.sut.wiring import WiringError, wired
 
-__all__ = ["FORMS", "SUTError", "load"]
+__all__ = ["FORMS", "SUTError", "WiringError", "load", "wired"]

@@ -45,14 +45,56 @@ def load(spec: str) -> SchedulerFactory:
     try:
         module = importlib.import_module(module_name)
     except (ImportError, TypeError, ValueError) as err:  # TypeError: a relative name
-        raise SUTError(
-            f"cannot import {module_name!r} for SUT {spec!r} ({err}); "
-            f"check it is on sys.path, or use {FORMS}"
-        ) from err
-    factory = getattr(module, attr, None)
+        if not isinstance(err, ImportError) or _is_missing(err, module_name):
+            raise SUTError(
+                f"cannot import {module_name!r} for SUT {spec!r} ({err}); "
+                f"check it is on sys.path, or use {FORMS}"
+            ) from err
+        raise _import_raised(module_name, err) from err
+    except (Exception, SystemExit) as err:  # the module's own code is untrusted
+        raise _import_raised(module_name, err) from err
+    try:
+        factory = getattr(module, attr, None)
+    except Exception as err:  # a module __getattr__ of its own
+        raise _import_raised(module_name, err) from err
     if not callable(factory):
         raise SUTError(
             f"{module_name!r} has no callable {attr!r}; a SUT names a factory "
             "Environment -> Scheduler"
         )
     return factory  # type: ignore[no-any-return]
+
+
+def _is_missing(err: ImportError, module_name: str) -> bool:
+    """Whether the import failed because the SUT's module (or a parent) is not there,
+    rather than because the module itself imports something missing."""
+    missing = getattr(err, "name", None)
+    return isinstance(err, ModuleNotFoundError) and (
+        missing is None or module_name == missing or module_name.startswith(f"{missing}.")
+    )
+
+
+def _import_raised(module_name: str, err: BaseException) -> SUTError:
+    """The one line for a SUT module whose own code failed while it was imported."""
+    return SUTError(
+        f"importing SUT module {module_name!r} raised {describe_error(err)}; "
+        "fix the module (run with -v for the traceback)"
+    )
+
+
+def describe_error(err: BaseException) -> str:
+    """``Type: message (at file:line)``, the line being the syntax error's or the
+    innermost frame's outside the import machinery.
+
+    >>> describe_error(ValueError("boom"))
+    'ValueError: boom'
+    """
+    if isinstance(err, SyntaxError):
+        return f"SyntaxError: {err.msg} (at {err.filename}:{err.lineno})"
+    place = ""
+    tb = err.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith("<frozen"):
+            place = f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return f"{type(err).__name__}: {err}{place}"

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from peftlife.world.fields import InvalidField, boolean, is_whole, whole
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
@@ -38,21 +39,15 @@ from peftlife.world.snapshot import (
 )
 
 
-def _positive(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be at least 1, got {value}")
-
-
-def _adapter_pages(_: object, __: attrs.Attribute[Any], value: object) -> None:
+def _adapter_pages(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     pairs = isinstance(value, tuple) and all(
-        isinstance(p, tuple)
-        and len(p) == 2
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in p)
+        isinstance(p, tuple) and len(p) == 2 and all(is_whole(n) and n >= 1 for n in p)
         for p in value
     )
     if not pairs or len({p[0] for p in value}) != len(value):  # type: ignore[attr-defined,arg-type]
-        raise ValueError(
-            f"adapter_pages must be distinct (task id, pages) pairs of positive ints, not {value!r}"
+        raise InvalidField(
+            attribute.name,
+            f"must be distinct (task id, pages) pairs of positive ints, not {value!r}",
         )
 
 
@@ -68,19 +63,19 @@ class EngineConfig:
     64
     """
 
-    device_pages: int = attrs.field(default=16, validator=_positive)
-    host_pages: int = 0
-    draft_device_pages: int | None = None
-    draft_host_pages: int = 0
-    tokens_per_block: int = attrs.field(default=4, validator=_positive)
-    lora_device_pages: int = 4
-    lora_host_pages: int = 8
+    device_pages: int = attrs.field(default=16, validator=whole(1))
+    host_pages: int = attrs.field(default=0, validator=whole(0))
+    draft_device_pages: int | None = attrs.field(default=None, validator=whole(1, optional=True))
+    draft_host_pages: int = attrs.field(default=0, validator=whole(0))
+    tokens_per_block: int = attrs.field(default=4, validator=whole(1))
+    lora_device_pages: int = attrs.field(default=4, validator=whole(1))
+    lora_host_pages: int = attrs.field(default=8, validator=whole(1))
     adapter_pages: tuple[tuple[int, int], ...] = attrs.field(default=(), validator=_adapter_pages)
-    max_num_tokens: int = attrs.field(default=64, validator=_positive)
-    max_batch_size: int = attrs.field(default=8, validator=_positive)
-    enable_chunked_context: bool = False
-    chunk_unit_size: int = attrs.field(default=4, validator=_positive)
-    enable_recompute_pause: bool = True
+    max_num_tokens: int = attrs.field(default=64, validator=whole(1))
+    max_batch_size: int = attrs.field(default=8, validator=whole(1))
+    enable_chunked_context: bool = attrs.field(default=False, validator=boolean)
+    chunk_unit_size: int = attrs.field(default=4, validator=whole(1))
+    enable_recompute_pause: bool = attrs.field(default=True, validator=boolean)
 
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
@@ -357,7 +352,14 @@ class Engine:
         """The four lists, or a finding if the output cannot be read as a SchedulerOutput."""
         lists: dict[OutputList, list[Request]] = {}
         for key, attr in self._NAMES:
-            value = getattr(output, attr, None)
+            if not hasattr(output, attr):
+                what = "None" if output is None else f"a {type(output).__name__}"
+                return StepError(
+                    "malformed_output",
+                    f"schedule_request returned {what}, not a SchedulerOutput: it has no "
+                    f"{attr} attribute (nor the other three lists)",
+                )
+            value = getattr(output, attr)
             if not isinstance(value, list | tuple):
                 return StepError(
                     "malformed_output",
