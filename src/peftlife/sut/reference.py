@@ -273,9 +273,14 @@ class ReferenceScheduler:
                     self.suspend(p, req, was_active=True)
                 self._free_kv(req)
                 return False
-            if not pool.can_offload(req.request_id) and self._preempt_for(p, j, pool):
-                if self.kv.is_request_active(req.request_id) or self._prepare_context(req):
-                    continue
+            # Preempt a victim when suspension cannot free pages, then retry (a
+            # revert may have suspended the target: resume it first).
+            if (
+                not pool.can_offload(req.request_id)
+                and self._preempt_for(p, j, pool)
+                and (self.kv.is_request_active(req.request_id) or self._prepare_context(req))
+            ):
+                continue
             self.suspend(p, req, owned=not resuming, was_active=True)
             return False
 

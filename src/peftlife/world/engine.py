@@ -44,7 +44,6 @@ from peftlife.world.snapshot import (
     StepRecord,
 )
 
-
 RecomputeTeardown = Literal["spec", "upstream"]
 
 

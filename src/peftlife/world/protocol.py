@@ -17,7 +17,6 @@ from peftlife.world.kv import KVCacheManager
 from peftlife.world.peft import PeftCacheManager
 from peftlife.world.request import Request
 
-
 ContextChunkingPolicy = Literal["FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS"]
 CHUNKING_POLICIES: tuple[ContextChunkingPolicy, ...] = ("FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS")
 

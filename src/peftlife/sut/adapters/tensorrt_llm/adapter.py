@@ -80,7 +80,9 @@ class TrtllmScheduler:
             output = self.upstream.schedule_request(facades, set(inflight_request_ids))
         for name in _UNMODELLED:
             if getattr(output, name, None):
-                raise NotImplementedError(f"the scheduler returned {name}, which peftlife does not model")
+                raise NotImplementedError(
+                    f"the scheduler returned {name}, which peftlife does not model"
+                )
         return SchedulerOutput(
             context_requests=self._back(output, "context_requests"),
             generation_requests=self._back(output, "generation_requests"),
@@ -126,7 +128,7 @@ def load(spec: str) -> TrtllmFactory:
     >>> load("/nowhere")
     Traceback (most recent call last):
     ...
-    peftlife.sut.adapters.tensorrt_llm.checkout.CheckoutError: no scheduler_v2.py at /nowhere/tensorrt_llm/_torch/pyexecutor/scheduler/scheduler_v2.py: give the root of a TensorRT-LLM checkout (or an installed tensorrt_llm package directory)
+    peftlife.sut.adapters.tensorrt_llm.checkout.CheckoutError: no scheduler_v2.py at ...
     """
     match = _CLASS.match(spec)
     path, class_name = spec, None

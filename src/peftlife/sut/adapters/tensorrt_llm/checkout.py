@@ -31,7 +31,10 @@ FILES = (
     ("scheduler.py", f"{standins.SCHEDULER_PACKAGE}.scheduler"),
     ("scheduler_v2.py", f"{standins.SCHEDULER_PACKAGE}.scheduler_v2"),
 )
-NEWER = "the checkout is newer than peftlife's TensorRT-LLM adapter (report it, or use an older checkout)"
+NEWER = (
+    "the checkout is newer than peftlife's TensorRT-LLM adapter "
+    "(report it, or use an older checkout)"
+)
 
 
 class CheckoutError(ValueError):
@@ -41,10 +44,11 @@ class CheckoutError(ValueError):
 def find_scheduler_dir(path: Path) -> Path:
     """The folder holding ``scheduler_v2.py`` in a checkout, a package or that folder itself.
 
-    >>> find_scheduler_dir(Path("/nowhere"))
-    Traceback (most recent call last):
-    ...
-    peftlife.sut.adapters.tensorrt_llm.checkout.CheckoutError: no scheduler_v2.py at /nowhere/tensorrt_llm/_torch/pyexecutor/scheduler/scheduler_v2.py: give the root of a TensorRT-LLM checkout (or an installed tensorrt_llm package directory)
+    >>> try:
+    ...     find_scheduler_dir(Path("/nowhere"))
+    ... except CheckoutError as err:
+    ...     print(str(err).split(":")[0])
+    no scheduler_v2.py at /nowhere/tensorrt_llm/_torch/pyexecutor/scheduler/scheduler_v2.py
     """
     candidates = (path / SCHEDULER_DIR, path / Path(*SCHEDULER_DIR.parts[1:]), path)
     for folder in candidates:
@@ -59,8 +63,8 @@ def find_scheduler_dir(path: Path) -> Path:
 def _absolute(module: str | None, level: int) -> str:
     if level == 0:
         return module or ""
-    base = standins.SCHEDULER_PACKAGE.rsplit(".", level - 1)[0] if level > 1 else None
-    package = base if base is not None else standins.SCHEDULER_PACKAGE
+    # Relative to the scheduler package, where both files live.
+    package = standins.SCHEDULER_PACKAGE.rsplit(".", level - 1)[0]
     return f"{package}.{module}" if module else package
 
 
@@ -90,7 +94,7 @@ def _with_recompute_paused(output: Any) -> Any:
     Older ``scheduler.py`` files (a namedtuple) lack it while ``scheduler_v2.py``
     passes it; the field is added with a None default when absent.
     """
-    if dataclasses.is_dataclass(output):
+    if isinstance(output, type) and dataclasses.is_dataclass(output):
         if "recompute_paused_requests" in {f.name for f in dataclasses.fields(output)}:
             return output
         return dataclasses.make_dataclass(
@@ -103,7 +107,7 @@ def _with_recompute_paused(output: Any) -> Any:
     if fields is None or "recompute_paused_requests" in fields:
         return output
     defaults = [output._field_defaults[f] for f in fields if f in output._field_defaults]
-    return collections.namedtuple(  # type: ignore[misc]
+    return collections.namedtuple(
         output.__name__,
         [*fields, "recompute_paused_requests"],
         defaults=[*defaults, None],
@@ -152,13 +156,16 @@ class Checkout:
         if uncovered:
             raise CheckoutError(f"{file} imports {uncovered[0]}, which has no stand-in: {NEWER}")
         spec = importlib.util.spec_from_file_location(name, file)
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
         module = importlib.util.module_from_spec(spec)
         self.modules[name] = module
         del self._misses[:]
         try:
+            # Compiled here rather than by the module's loader, which would write a
+            # __pycache__ into the checkout.
+            code = compile(source, str(file), "exec")
             with self.installed():
-                spec.loader.exec_module(module)
+                exec(code, module.__dict__)
         except (ImportError, AttributeError) as err:
             if self._misses:
                 miss = self._misses[0]
@@ -175,4 +182,4 @@ class Checkout:
         except Exception as err:  # an upstream file is untrusted code
             raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
         if name == FILES[0][1] and hasattr(module, "SchedulerOutput"):
-            module.SchedulerOutput = _with_recompute_paused(module.SchedulerOutput)
+            setattr(module, "SchedulerOutput", _with_recompute_paused(module.SchedulerOutput))  # noqa: B010

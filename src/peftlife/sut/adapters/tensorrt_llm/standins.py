@@ -139,9 +139,7 @@ def _package(module: types.ModuleType) -> types.ModuleType:
     return module
 
 
-def build(
-    kv_manager_class: type, misses: list[MissingStandIn]
-) -> dict[str, types.ModuleType]:
+def build(kv_manager_class: type, misses: list[MissingStandIn]) -> dict[str, types.ModuleType]:
     """Fresh stand-in modules by name; ``kv_manager_class`` serves ``KVCacheManagerV2``.
 
     >>> mods = build(object, [])
@@ -164,9 +162,7 @@ def build(
         MicroBatchScheduler=_Opaque,
     )
     internal = _package(
-        module(
-            "tensorrt_llm.bindings.internal", batch_manager=batch_manager, algorithms=algorithms
-        )
+        module("tensorrt_llm.bindings.internal", batch_manager=batch_manager, algorithms=algorithms)
     )
     modules: dict[str, types.ModuleType] = {
         ROOT: _package(module(ROOT)),
