@@ -286,3 +286,41 @@ def test_a_scratch_checkout_is_never_written(tmp_path: Path) -> None:
     sut.load(f"trtllm:{checkout}")
     assert sorted(p.relative_to(checkout) for p in checkout.rglob("*")) == before
     assert os.listdir(checkout / SCHEDULER_DIR) == os.listdir(CHECKOUT / SCHEDULER_DIR)
+
+
+# ---- the world options a scenario profile may set ----
+
+
+def _profile(extra: str) -> str:
+    shipped = (Path(scenarios.__file__).parent / "strategies" / "no-lower-tier.toml").read_text()
+    return shipped.replace("[world]\n", f"[world]\n{extra}\n")
+
+
+def test_a_profile_may_choose_the_chunking_policy_and_the_upstream_teardown() -> None:
+    s = scenarios.parse(
+        _profile('recompute_teardown = "upstream"\nchunking_policy = "either"'), "x"
+    )
+    assert (s.recompute_teardown, s.chunking_policy) == ("upstream", "either")
+    worlds = hypothesis.find(
+        s.worlds(), lambda c: c.context_chunking_policy == "EQUAL_PROGRESS", settings=CI
+    )
+    assert worlds.recompute_teardown == "upstream"
+    default = scenarios.load("no-lower-tier")
+    assert (default.recompute_teardown, default.chunking_policy) == (
+        "spec",
+        "FIRST_COME_FIRST_SERVED",
+    )
+    with pytest.raises(scenarios.ScenarioError, match="recompute_teardown must be one of"):
+        scenarios.parse(_profile('recompute_teardown = "sometimes"'), "x")
+
+
+def test_the_upstream_teardown_makes_even_the_reference_lose_ownership() -> None:
+    """TensorRT-LLM's executor terminates a recompute-paused request's adapter: under that
+    world option the search finds it even with peftlife's correct scheduler."""
+    s = scenarios.parse(_profile('recompute_teardown = "upstream"'), "upstream-teardown")
+    path = Path(os.getcwd()) / "upstream-teardown.toml"
+    path.write_text(_profile('recompute_teardown = "upstream"'))
+    assert s.recompute_teardown == "upstream"
+    result = search("reference", str(path), CI, shrink=False)
+    assert result.failure is not None
+    assert result.failure.invariant in ("ownership_follows_residency", "no_scheduler_caused_fault")
