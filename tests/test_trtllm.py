@@ -112,7 +112,7 @@ def test_a_real_installed_tensorrt_llm_is_never_shadowed(
     assert (sys.modules["tensorrt_llm"], sys.modules["tensorrt_llm.logger"]) == real
     assert tensorrt_llm.REAL and tensorrt_llm.logger.logger == "the real logger"
     for name in ("tensorrt_llm", "tensorrt_llm.logger"):
-        monkeypatch.delitem(sys.modules, name)
+        del sys.modules[name]  # not through monkeypatch, which would put them back
 
 
 def test_both_scheduler_output_shapes_are_read() -> None:

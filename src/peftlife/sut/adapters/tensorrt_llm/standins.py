@@ -223,10 +223,10 @@ def installed(modules: Mapping[str, types.ModuleType]) -> Iterator[None]:
     """Put ``modules`` in ``sys.modules`` for the block, then restore what was there.
 
     >>> import sys
-    >>> with installed({"tensorrt_llm": types.ModuleType("tensorrt_llm")}):
-    ...     "tensorrt_llm" in sys.modules
+    >>> with installed({"tensorrt_llm.example": types.ModuleType("tensorrt_llm.example")}):
+    ...     "tensorrt_llm.example" in sys.modules
     True
-    >>> "tensorrt_llm" in sys.modules
+    >>> "tensorrt_llm.example" in sys.modules
     False
     """
     saved = {name: sys.modules.get(name, _ABSENT) for name in modules}
