@@ -11,3 +11,7 @@ from peftlife.search import profiles
 
 profiles.register()
 settings.load_profile(profiles.default_name())
+
+# The fake TensorRT-LLM checkouts are loaded by the adapter under stand-in modules,
+# never imported by pytest (their relative imports reach into tensorrt_llm).
+collect_ignore_glob = ["tests/fake_trtllm/*"]

@@ -642,3 +642,71 @@ def test_weights_are_dropped_for_a_request_without_adapter() -> None:
     rid = engine.submit(prompt_len=4, max_new_tokens=1, lora_weights=True)
     (req,) = engine.live_requests
     assert req.request_id == rid and req.lora_task_id is None and req.lora_weights is False
+
+
+# ---- the executor's teardown of a recompute-paused request (a world option) ----
+
+
+def _recompute_paused_world(teardown: str) -> tuple[Engine, int]:
+    """Two requests of one adapter in a 3-page pool with no lower tier: by the third
+    iteration the first one's growth recompute-pauses the second (suspended earlier)."""
+    engine = Engine(
+        EngineConfig(
+            device_pages=3,
+            tokens_per_block=1,
+            adapter_pages=((1, 1),),
+            lora_device_pages=2,
+            recompute_teardown=teardown,  # type: ignore[arg-type]
+        ),
+        ReferenceScheduler,
+    )
+    engine.submit(prompt_len=1, max_new_tokens=6, lora_task_id=1, lora_weights=True)
+    victim = engine.submit(prompt_len=1, max_new_tokens=6, lora_task_id=1, lora_weights=True)
+    return engine, victim
+
+
+@pytest.mark.parametrize("teardown", ["spec", "upstream"])
+def test_recompute_teardown_option(teardown: str) -> None:
+    """ "spec" (the default) leaves a recompute-paused request's adapter paused, as the
+    scheduler left it; "upstream" does what TensorRT-LLM's executor does, free every
+    resource and terminate the ownership (mark_request_done with pause false)."""
+    engine, victim = _recompute_paused_world(teardown)
+    engine.step()
+    engine.step()
+    snap = engine.step()
+    assert snap.step is not None and snap.step.output is not None
+    assert snap.step.output.recompute_paused == (victim,)
+    (adapter,) = snap.adapters
+    terminations = [
+        c
+        for c in snap.step.calls
+        if c.method == "mark_request_done" and c.caller == "free_resources"
+    ]
+    found = {v.invariant for v in check(snap)}
+    if teardown == "spec":
+        assert victim in adapter.paused and terminations == []
+        assert found == set()
+    else:
+        assert victim not in adapter.paused | adapter.active
+        assert [(c.request_id, c.get("pause")) for c in terminations] == [(victim, False)]
+        assert "ownership_follows_residency" in found
+
+
+def test_engine_config_refuses_unknown_chunking_policy_and_teardown() -> None:
+    with pytest.raises(ValueError, match="context_chunking_policy"):
+        EngineConfig(context_chunking_policy="FORCE_CHUNK")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="recompute_teardown"):
+        EngineConfig(recompute_teardown="sometimes")  # type: ignore[arg-type]
+    assert EngineConfig(context_chunking_policy="EQUAL_PROGRESS").scheduler_config() == (
+        EngineConfig()
+        .scheduler_config()
+        .__class__(
+            max_num_tokens=64,
+            max_batch_size=8,
+            enable_chunked_context=False,
+            chunk_unit_size=4,
+            enable_recompute_pause=True,
+            tokens_per_block=4,
+            context_chunking_policy="EQUAL_PROGRESS",
+        )
+    )

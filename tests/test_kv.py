@@ -143,35 +143,108 @@ def test_resize_context_pages_are_ceil_of_capacity(tpb: int, capacity: int, page
     assert_conserved(p)
 
 
-def test_resize_context_is_a_total_not_an_increment() -> None:
-    """Section 3, resize_context: the capacity is a total, in tokens, not an increment."""
+def test_resize_context_covers_the_cursor_plus_the_chunk_and_never_shrinks() -> None:
+    """Section 3, resize_context, as upstream's KVCacheManagerV2: the argument is the
+    chunk's tokens over the context cursor; the cache grows to cover them, never shrinks."""
     p = pool(device=8, tpb=4)
     r = req(1)
     with_capacity(p, r, 6)
-    assert p.resize_context(r, 10) is True
-    assert p.view(1).capacity == 10  # not 16
-    assert p.num_device_pages(1) == 3  # not 4
-    assert p.num_free_device_pages == 5
-    assert last(p).get("capacity") == 10
+    r.context_current_position = 6  # the first chunk ran
+    assert p.resize_context(r, 4) is True
+    assert p.view(1).capacity == 10  # not 4, not 16
+    assert p.num_device_pages(1) == 3
+    assert last(p).get("num_tokens") == 4
+    assert p.resize_context(r, 1) is True  # covered already: nothing shrinks
+    assert p.view(1).capacity == 10
+    assert_conserved(p)
 
 
-def test_resize_context_back_to_old_capacity_is_the_revert() -> None:
-    """Section 3, resize_context: resizing back to the old capacity reverts and frees pages."""
-    p = pool(device=8, tpb=4)
+def test_revert_allocate_context_undoes_the_growth_and_suspends() -> None:
+    """revert_allocate_context: back to the capacity before this growth; the cache is
+    then suspended (upstream's revert), its pages moved down when the tier has room."""
+    p = pool(device=8, host=8, tpb=4)
     r = req(1)
     with_capacity(p, r, 4)
     assert p.resize_context(r, 13) is True
     assert (p.num_device_pages(1), p.num_free_device_pages) == (4, 4)
-    assert p.resize_context(r, 4) is True
-    assert p.view(1) == CacheView(Residency.ACTIVE, capacity=4, device_pages=1, host_pages=0)
-    assert p.num_free_device_pages == 7
+    assert p.revert_allocate_context(r) is True
+    assert p.view(1) == CacheView(Residency.SUSPENDED, capacity=4, device_pages=0, host_pages=1)
+    assert p.num_free_device_pages == 8
     assert_conserved(p)
+    # A second revert has nothing to undo.
+    assert p.revert_allocate_context(r) is True
+    assert p.view(1).capacity == 4
+
+
+def test_revert_allocate_context_of_a_first_chunk_keeps_it_active_and_empty() -> None:
+    """revert_allocate_context from capacity 0: the growth is undone, nothing suspended."""
+    p = pool(device=8, tpb=4)
+    r = req(1)
+    assert p.prepare_context(r) is True
+    assert p.resize_context(r, 8) is True
+    assert p.revert_allocate_context(r) is True
+    assert p.view(1) == CacheView(Residency.ACTIVE, capacity=0, device_pages=0, host_pages=0)
+    assert_conserved(p)
+
+
+def test_failed_resize_of_a_first_chunk_suspends_its_cache() -> None:
+    """resize_context, as upstream: a first chunk that cannot grow is suspended."""
+    p = pool(device=1, tpb=4)
+    r = req(1)
+    assert p.prepare_context(r) is True
+    assert p.resize_context(r, 8) is False
+    assert p.residency(1) is Residency.SUSPENDED
+    assert_conserved(p)
+
+
+def test_preempt_request_frees_the_cache_and_is_recorded_as_a_recompute_free() -> None:
+    """preempt_request: the cache is gone on every tier; the ledger counts it as the
+    scheduler freeing a started request (recompute-pending starts)."""
+    p = pool(device=8, host=8, tpb=4)
+    r = started_req(1)
+    with_capacity(p, r, 8)
+    p.ledger.caller = "scheduler"
+    p.preempt_request(r)
+    assert p.residency(1) is Residency.NONE
+    assert p.num_free_device_pages == 8
+    assert last(p).method == "preempt_request"
+    assert last(p).frees_started_request
+    assert_conserved(p)
+
+
+def test_upstream_queries_tier_below_gpu_and_cache_map() -> None:
+    """has_cache_tier_below_gpu follows the lower tier; kv_cache_map answers membership."""
+    assert pool(host=0).has_cache_tier_below_gpu is False
+    p = pool(host=4)
+    assert p.has_cache_tier_below_gpu is True
+    r = req(1)
+    assert 1 not in p.kv_cache_map
+    p.prepare_context(r)
+    assert 1 in p.kv_cache_map
+    assert p.has_active_cache(r)
+    p.suspend_request(r)
+    assert not p.has_active_cache(r)
+
+
+def test_joint_draft_calls_with_prefix_reuse_off() -> None:
+    """The joint pairing's calls: nothing is reused; preparing creates or resumes;
+    the draft's context growth follows resize_context."""
+    p = pool(device=2, host=4, tpb=4)
+    r = req(1)
+    assert p.probe_context_reuse(r) == 0
+    assert p.prepare_context_cache(r, 0) == 0
+    assert p.try_allocate_draft_context(r, 8) is True
+    assert p.view(1).capacity == 8
+    assert p.try_allocate_draft_context(r, 12) is False
+    p.suspend_request(r)
+    p.refuse_next_resumes()
+    assert p.prepare_context_cache(r, None) is None
 
 
 def test_resize_context_false_when_pool_cannot() -> None:
     """Section 3, resize_context: false when the pool lacks the pages; nothing is taken."""
     p = pool(device=3, tpb=4)
-    a, b = req(1), req(2)
+    a, b = started_req(1), req(2)  # a started request stays ACTIVE when it cannot grow
     with_capacity(p, a, 4)
     with_capacity(p, b, 4)
     assert p.resize_context(a, 12) is False  # needs 2 more pages, 1 free
@@ -620,7 +693,7 @@ def test_refuse_next_resumes_ignores_creation_and_active_caches() -> None:
 def test_fail_next_grows_fails_resize_context_needing_no_new_page() -> None:
     """Section 3, faults: fail_next_grows fails the next resize_context, even with no new page."""
     p = pool(device=8, tpb=4)
-    r = req(1)
+    r = started_req(1)
     with_capacity(p, r, 5)
     p.fail_next_grows()
     assert p.resize_context(r, 6) is False  # 6 tokens fit in the same 2 pages
@@ -677,8 +750,8 @@ def test_fail_next_grows_does_not_affect_shrink_or_revert() -> None:
     p.fail_next_grows()
     p.revert_allocate_generation(r)
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=12, device_pages=3, host_pages=0)
-    assert p.resize_context(r, 4) is True  # shrink, the revert of a chunk
-    assert p.view(1) == CacheView(Residency.ACTIVE, capacity=4, device_pages=1, host_pages=0)
+    assert p.revert_allocate_context(r) is True  # the chunk's growth, from 0
+    assert p.view(1) == CacheView(Residency.ACTIVE, capacity=0, device_pages=0, host_pages=0)
     assert p.pending_faults == (0, 1)
     assert p.resize_context(r, 5) is False  # the next grow still fails
     assert_conserved(p)
@@ -762,7 +835,7 @@ def test_every_call_is_recorded_in_the_ledger_in_order() -> None:
         ("target", "prepare_context", 7, True),
         ("target", "free_resources", 7, None),
     ]
-    assert p.ledger.calls[1].detail == (("capacity", 8),)
+    assert p.ledger.calls[1].detail == (("num_tokens", 8), ("capacity", 8))
     assert p.ledger.calls[2].detail == (("fault", "no_device_room"),)
     assert p.ledger.calls[4].detail == (("moved_to_host", True),)
     assert p.ledger.calls[5].detail == ()  # a clean resume carries no fault
@@ -847,13 +920,14 @@ def test_pages_are_conserved_over_random_sequences(seed: int, host: int) -> None
         "resize",
         "grow",
         "revert",
+        "revert_context",
         "suspend",
         "free",
         "refuse",
         "fail_grow",
         "clear",
     ]
-    weights = [4, 4, 4, 2, 3, 2, 1, 1, 1]
+    weights = [4, 4, 4, 2, 2, 3, 2, 1, 1, 1]
     seen = set()
     for _ in range(150):
         op = rng.choices(ops, weights)[0]
@@ -866,7 +940,8 @@ def test_pages_are_conserved_over_random_sequences(seed: int, host: int) -> None
         elif op == "resize":
             cap = rng.randrange(0, 16)
             ok = p.resize_context(r, cap)
-            assert p.view(r.request_id).capacity == (cap if ok else before.capacity)
+            grown = max(before.capacity, r.context_current_position + cap)
+            assert p.view(r.request_id).capacity == (grown if ok else before.capacity)
         elif op == "grow":
             ok = p.try_allocate_generation(r)
             after = p.view(r.request_id)
@@ -875,6 +950,9 @@ def test_pages_are_conserved_over_random_sequences(seed: int, host: int) -> None
                 assert after.residency is Residency.ACTIVE
             else:
                 assert after.capacity == before.capacity
+        elif op == "revert_context":
+            p.revert_allocate_context(r)
+            assert p.view(r.request_id).capacity <= before.capacity
         elif op == "revert":
             p.revert_allocate_generation(r)
             assert p.view(r.request_id).residency is before.residency

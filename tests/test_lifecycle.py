@@ -265,15 +265,17 @@ def _assert_first_chunk_suspended_then_freed(snap: Snapshot, rid: int) -> None:
         ("scheduler", "draft", "prepare_context", True),
         ("scheduler", "target", "resize_context", True),
         ("scheduler", "draft", "resize_context", False),
-        # the target growth reverted to the old capacity
-        ("scheduler", "target", "resize_context", True),
+        # the target growth undone (upstream's revert)
+        ("scheduler", "target", "revert_allocate_context", True),
         ("scheduler", "target", "suspend_request", None),
         ("scheduler", "draft", "suspend_request", None),
         ("scheduler", "target", "free_resources", None),
         ("scheduler", "draft", "free_resources", None),
     ]
-    resizes = [c.get("capacity") for c in snap.step.calls if c.method == "resize_context"]
-    assert resizes == [8, 8, 0]
+    resizes = [c.get("num_tokens") for c in snap.step.calls if c.method == "resize_context"]
+    assert resizes == [8, 8]
+    (revert,) = [c for c in snap.step.calls if c.method == "revert_allocate_context"]
+    assert revert.get("capacity") == 0
     assert peft_calls(snap, rid) == []  # it owns nothing, so it releases nothing
     assert lists(snap) == {"context": (), "generation": (), "paused": (), "recompute_paused": ()}
     assert residency(snap, rid) == (NONE, NONE)

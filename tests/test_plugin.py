@@ -158,7 +158,7 @@ def test_a_failing_machine_without_junit_still_fails(pytester: pytest.Pytester) 
 @pytest.mark.parametrize(
     ("option", "value", "fix"),
     [
-        ("--peftlife-sut", "bogus", "'reference', 'mutant:NAME' or 'package.module:attr'"),
+        ("--peftlife-sut", "bogus", "'trtllm:PATH[:ClassName]' or 'package.module:attr'"),
         ("--peftlife-sut", "mutant:no_such_defect", "no_release_on_suspend"),
         ("--peftlife-sut", "no_such_module_xyz:factory", "sys.path"),
         ("--peftlife-scenario", "no-such-scenario", "no-such-scenario"),

@@ -101,13 +101,13 @@ _WHY = {
 
 
 def scheduler_kv_calls(s: Snapshot) -> list[str]:
-    """The scheduler's KV moves that explain an iteration: failures, suspends, frees."""
+    """The scheduler's KV moves that explain an iteration: failures, suspends, frees, preempts."""
     calls = []
     for c in s.step.calls if s.step else ():
         if c.caller != "scheduler" or c.component == "peft":
             continue
         failed = c.result is False
-        if failed or c.method in ("suspend_request", "free_resources"):
+        if failed or c.method in ("suspend_request", "free_resources", "preempt_request"):
             pool = "" if c.component == "target" else f"{c.component} "
             why = f" → failed ({_WHY.get(str(c.get('fault')), 'no room')})" if failed else ""
             calls.append(f"{pool}{c.method}({c.request_id}){why}")

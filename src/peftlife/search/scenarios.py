@@ -27,7 +27,8 @@ import attrs
 from hypothesis import strategies as st
 
 from peftlife.checker.drain import drain_premise_broken
-from peftlife.world.engine import EngineConfig
+from peftlife.world.engine import EngineConfig, RecomputeTeardown
+from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy
 
 Switch = Literal["on", "off", "either"]
 SWITCHES = ("on", "off", "either")
@@ -81,6 +82,10 @@ class Scenario:
     cancel: bool
     steps_per_rule: Range
     source: str = ""
+    # Optional [world] keys: how chunked contexts share the token budget, and how
+    # the executor tears down a recompute-paused request ("upstream": TensorRT-LLM's).
+    chunking_policy: ContextChunkingPolicy | Literal["either"] = "FIRST_COME_FIRST_SERVED"
+    recompute_teardown: RecomputeTeardown = "spec"
 
     @property
     def longest_request(self) -> int:
@@ -143,6 +148,13 @@ def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
         enable_chunked_context=chunking,
         chunk_unit_size=draw(s.chunk_unit_size.strategy(at_least=1)),
         enable_recompute_pause=recompute,
+        # Drawn only when the profile asks for either, so other profiles' examples stay put.
+        context_chunking_policy=(
+            draw(st.sampled_from(CHUNKING_POLICIES))
+            if s.chunking_policy == "either"
+            else s.chunking_policy
+        ),
+        recompute_teardown=s.recompute_teardown,
     )
 
 
@@ -199,6 +211,13 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "nemesis": {"refuse_resume": "bool", "fail_grow": "bool"},
     "rules": {"cancel": "bool", "steps_per_rule": "range"},
 }
+# Keys a profile may leave out, with the value each then takes.
+_OPTIONAL: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
+    "world": {
+        "chunking_policy": ((*CHUNKING_POLICIES, "either"), "FIRST_COME_FIRST_SERVED"),
+        "recompute_teardown": (("spec", "upstream"), "spec"),
+    },
+}
 
 
 def _field(where: str, kind: str, value: Any, limit: int | None = None) -> Any:
@@ -254,6 +273,14 @@ def parse(text: str, name: str, source: str = "") -> Scenario:
         table = data.pop(section, None)
         if not isinstance(table, dict):
             raise ScenarioError(f"scenario {name!r} needs a [{section}] table")
+        optional = _OPTIONAL.get(section, {})
+        for key, (choices, default) in optional.items():
+            value = table.pop(key, default)
+            if value not in choices:
+                raise ScenarioError(
+                    f"{name}: [{section}] {key} must be one of {', '.join(choices)}, not {value!r}"
+                )
+            fields[key] = value
         unknown = sorted(set(table) - set(keys))
         missing = sorted(set(keys) - set(table))
         if unknown or missing:
@@ -268,6 +295,7 @@ def parse(text: str, name: str, source: str = "") -> Scenario:
                     if part
                 )
                 + f"; valid keys are {sorted(keys)}"
+                + (f" (optional: {sorted(optional)})" if optional else "")
             )
         for key, kind in keys.items():
             fields[key] = _field(f"{name}: [{section}] {key}", kind, table[key], LIMITS.get(key))

@@ -4,6 +4,8 @@ A SUT is named by a string, the same at every front door:
 
 * ``reference``: peftlife's own correct scheduler;
 * ``mutant:NAME``: the reference with one known defect (see ``peftlife.sut.mutants``);
+* ``trtllm:PATH`` or ``trtllm:PATH:ClassName``: TensorRT-LLM's scheduler from a
+  checkout at ``PATH`` (see ``peftlife.sut.adapters.tensorrt_llm``);
 * ``package.module:attr``: any importable factory ``Environment -> Scheduler``.
 """
 
@@ -20,7 +22,7 @@ class SUTError(ValueError):
     """A SUT string that does not name a scheduler; the message says how to fix it."""
 
 
-FORMS = "'reference', 'mutant:NAME' or 'package.module:attr'"
+FORMS = "'reference', 'mutant:NAME', 'trtllm:PATH[:ClassName]' or 'package.module:attr'"
 
 
 def load(spec: str) -> SchedulerFactory:
@@ -39,6 +41,8 @@ def load(spec: str) -> SchedulerFactory:
         if mutant is None:
             raise SUTError(f"unknown mutant {name!r}; known mutants: {', '.join(mutants.BY_NAME)}")
         return mutant.scheduler
+    if spec.startswith("trtllm:"):
+        return _load_trtllm(spec.removeprefix("trtllm:"))
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise SUTError(f"unknown SUT {spec!r}: use {FORMS}; mutants: {', '.join(mutants.BY_NAME)}")
@@ -98,3 +102,13 @@ def describe_error(err: BaseException) -> str:
             place = f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
         tb = tb.tb_next
     return f"{type(err).__name__}: {err}{place}"
+
+
+def _load_trtllm(path: str) -> SchedulerFactory:
+    # Imported here: the adapter is only needed by the runs that name it.
+    from peftlife.sut.adapters import tensorrt_llm
+
+    try:
+        return tensorrt_llm.load(path)
+    except tensorrt_llm.CheckoutError as err:
+        raise SUTError(f"trtllm:{path}: {err}") from err

@@ -254,30 +254,43 @@ class ReferenceScheduler:
             if first:
                 self._free_kv(req)
             return False
-        capacity = req.context_current_position + chunk
         while True:
-            old_capacity = self.kv.view(req.request_id).capacity
-            if not self.kv.resize_context(req, capacity):
+            # Upstream's argument: the chunk's tokens over the context cursor.
+            reverted = False
+            if not self.kv.resize_context(req, chunk):
                 pool = self.kv
-            elif self.draft is not None and not self.draft.resize_context(req, capacity):
-                self.kv.resize_context(req, old_capacity)
-                pool = self.draft
-                if first:
-                    # Upstream suspends through the shared helper before freeing:
-                    # the helper must see that this request owns nothing.
-                    self.suspend(p, req)
+            elif self.draft is not None and not self.draft.resize_context(req, chunk):
+                # Like upstream's, the revert may suspend the target cache: the
+                # suspend helper below is told the request was ACTIVE.
+                self.kv.revert_allocate_context(req)
+                pool, reverted = self.draft, True
             else:
                 return True
             if first:
+                if reverted:
+                    # Upstream suspends through the shared helper before freeing:
+                    # the helper must see that this request owns nothing.
+                    self.suspend(p, req, was_active=True)
                 self._free_kv(req)
                 return False
-            if not pool.can_offload(req.request_id):
-                victim = p.last_after(j, len(p.requests), _holds_device_pages_in(pool))
-                if victim is not None:
-                    self.recompute_pause(p, p.requests[victim])
-                    continue
-            self.suspend(p, req, owned=not resuming)
+            # Preempt a victim when suspension cannot free pages, then retry (a
+            # revert may have suspended the target: resume it first).
+            if (
+                not pool.can_offload(req.request_id)
+                and self._preempt_for(p, j, pool)
+                and (self.kv.is_request_active(req.request_id) or self._prepare_context(req))
+            ):
+                continue
+            self.suspend(p, req, owned=not resuming, was_active=True)
             return False
+
+    def _preempt_for(self, p: _Pass, j: int, pool: KVCacheManager) -> bool:
+        """Free the last started request after ``j`` holding device pages in ``pool``."""
+        victim = p.last_after(j, len(p.requests), _holds_device_pages_in(pool))
+        if victim is None:
+            return False
+        self.recompute_pause(p, p.requests[victim])
+        return True
 
     def _prepare_context(self, req: Request) -> bool:
         """Create or resume the cache in every pool; on a refusal leave it suspended."""
@@ -291,15 +304,20 @@ class ReferenceScheduler:
 
     # ---- the moves; each mutant overrides one of these ----
 
-    def suspend(self, p: _Pass, req: Request, *, owned: bool = True) -> None:
+    def suspend(
+        self, p: _Pass, req: Request, *, owned: bool = True, was_active: bool | None = None
+    ) -> None:
         """The shared suspend helper: both pools, then the PEFT release.
 
         Only a started request that was ACTIVE owns its adapter, so only it
         releases (with pause); only started requests are listed in
         ``paused_requests``. ``owned=False`` says the cache is ACTIVE only
-        because this pass resumed it without registering it.
+        because this pass resumed it without registering it; ``was_active``
+        overrides the pool's residency when a revert has just suspended it.
         """
-        releases = self.owns_adapter(req, owned and self.kv.is_request_active(req.request_id))
+        if was_active is None:
+            was_active = self.kv.is_request_active(req.request_id)
+        releases = self.owns_adapter(req, owned and was_active)
         self._suspend_kv(req)
         if releases:
             self.release_on_suspend(req)

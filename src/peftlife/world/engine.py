@@ -14,15 +14,22 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
-from peftlife.world.fields import InvalidField, boolean, is_whole, whole
+from peftlife.world.fields import InvalidField, boolean, is_whole, one_of, whole
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
-from peftlife.world.protocol import Environment, Scheduler, SchedulerConfig, SchedulerFactory
+from peftlife.world.protocol import (
+    CHUNKING_POLICIES,
+    ContextChunkingPolicy,
+    Environment,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerFactory,
+)
 from peftlife.world.request import LlmRequestState, Request
 from peftlife.world.snapshot import (
     AdapterView,
@@ -37,6 +44,8 @@ from peftlife.world.snapshot import (
     StepError,
     StepRecord,
 )
+
+RecomputeTeardown = Literal["spec", "upstream"]
 
 
 def _adapter_pages(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -76,6 +85,15 @@ class EngineConfig:
     enable_chunked_context: bool = attrs.field(default=False, validator=boolean)
     chunk_unit_size: int = attrs.field(default=4, validator=whole(1))
     enable_recompute_pause: bool = attrs.field(default=True, validator=boolean)
+    context_chunking_policy: ContextChunkingPolicy = attrs.field(
+        default="FIRST_COME_FIRST_SERVED", validator=one_of(*CHUNKING_POLICIES)
+    )
+    # How the executor tears down a recompute-paused request: "spec" leaves its
+    # adapter as the scheduler left it (paused); "upstream" does what TensorRT-LLM's
+    # PyExecutor does, free every resource with mark_request_done(pause=False).
+    recompute_teardown: RecomputeTeardown = attrs.field(
+        default="spec", validator=one_of("spec", "upstream")
+    )
 
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
@@ -85,6 +103,7 @@ class EngineConfig:
             chunk_unit_size=self.chunk_unit_size,
             enable_recompute_pause=self.enable_recompute_pause,
             tokens_per_block=self.tokens_per_block,
+            context_chunking_policy=self.context_chunking_policy,
         )
 
 
@@ -286,6 +305,8 @@ class Engine:
                 errors.append(ensure_error)
             for req in lists["recompute_paused"]:
                 if req.request_id in self._requests:
+                    if self.config.recompute_teardown == "upstream":
+                        self._upstream_teardown(req)
                     self._reset_for_recompute(req)
         self._note_recompute_pending()
         self._as("harness")
@@ -502,13 +523,25 @@ class Engine:
                 req.state = LlmRequestState.GENERATION_COMPLETE
                 self._end(req, "finished")
 
+    def _upstream_teardown(self, req: Request) -> None:
+        """TensorRT-LLM's executor frees every resource of a recompute-paused request;
+        its PEFT wrapper's ``free_resources`` terminates the adapter's ownership."""
+        caller = self.ledger.caller
+        self._as("free_resources")
+        for pool in self.pools:
+            pool.free_resources(req)
+        if self.peft_cache_manager is not None:
+            self.peft_cache_manager.mark_request_done(req, pause=False)
+        self._as(caller)
+
     @staticmethod
     def _reset_for_recompute(req: Request) -> None:
         """Fold what was generated into the prompt; prefill again from the start."""
         req.state = LlmRequestState.CONTEXT_INIT
         req.context_current_position = 0
-        req.context_chunk_size = 0
         req.num_folded = req.num_generated
+        # A fresh request's chunk is its whole prompt, as upstream's C++ default.
+        req.context_chunk_size = req.context_len
 
     def _end(self, req: Request, outcome: Outcome) -> None:
         """Free a request everywhere (upstream ``free_resources``) and retire it."""

@@ -12,6 +12,8 @@ that page conservation (invariant 10) is a real check on this code.
 from __future__ import annotations
 
 import enum
+import types
+from collections.abc import Mapping
 
 import attrs
 
@@ -92,6 +94,11 @@ class KVCacheManager:
         self.num_free_host_pages = host_pages
         self.ledger = ledger if ledger is not None else CallLedger()
         self._caches: dict[int, _Cache] = {}
+        # Capacity before this iteration's context growth, for revert_allocate_context
+        # (upstream keeps it on the request as ``py_ctx_pre_resize_cap``).
+        self._pre_resize_cap: dict[int, int] = {}
+        # Draft pairing: a draft pool admits context chunks through the joint calls.
+        self.enable_joint_kv_cache_reuse = False
         self._refuse_resumes = 0
         self._fail_grows = 0
 
@@ -101,6 +108,24 @@ class KVCacheManager:
     def can_evict(self) -> bool:
         """Whether suspension can move pages to a tier below the device."""
         return self.host_capacity > 0
+
+    @property
+    def has_cache_tier_below_gpu(self) -> bool:
+        """Upstream's name for ``can_evict``: preemption is left to pools without one."""
+        return self.can_evict
+
+    @property
+    def enable_block_reuse(self) -> bool:
+        """Prefix reuse across requests is not modelled."""
+        return False
+
+    @property
+    def kv_cache_map(self) -> Mapping[int, object]:
+        """Request id to cache, read-only; upstream tests membership in it."""
+        return types.MappingProxyType(self._caches)
+
+    def has_active_cache(self, req: Request) -> bool:
+        return self.is_request_active(req.request_id)
 
     def pages_for(self, capacity: int) -> int:
         return -(-capacity // self.tokens_per_block)
@@ -181,13 +206,47 @@ class KVCacheManager:
         fault = self._resume(cache)
         return self._record("prepare_context", req, fault is None, fault=fault)
 
-    def resize_context(self, req: Request, capacity: int) -> bool:
-        """Set the cache's capacity (a total, in tokens) for the next context chunk."""
+    def resize_context(self, req: Request, num_tokens: int) -> bool:
+        """Grow the cache to cover the next ``num_tokens`` context tokens.
+
+        As upstream's ``KVCacheManagerV2``: the target is the context cursor plus
+        ``num_tokens``, the cache never shrinks here, a failed grow of a first
+        chunk suspends its cache, and a grow is remembered so that
+        ``revert_allocate_context`` can undo it.
+        """
+        return self._grow_context("resize_context", req, num_tokens)
+
+    def try_allocate_draft_context(self, req: Request, num_tokens: int) -> bool:
+        """The draft pool's half of a joint context admission: grow like ``resize_context``."""
+        return self._grow_context("try_allocate_draft_context", req, num_tokens)
+
+    def revert_allocate_context(self, req: Request) -> bool:
+        """Undo this iteration's context growth; the cache is then suspended.
+
+        False when the cache had to be dropped instead (its computed context
+        no longer fits the old capacity), as upstream.
+        """
+        pre_cap = self._pre_resize_cap.pop(req.request_id, None)
         cache = self._caches.get(req.request_id)
-        if cache is None or not cache.active:
-            return self._record("resize_context", req, False, capacity=capacity)
-        fault = self._resize(cache, capacity)
-        return self._record("resize_context", req, fault is None, capacity=capacity, fault=fault)
+        kept = True
+        if pre_cap is not None and cache is not None and cache.active and pre_cap < cache.capacity:
+            if req.context_current_position > pre_cap:
+                self._drop(req)
+                kept = False
+            else:
+                self._resize(cache, pre_cap)
+                if pre_cap > 0:
+                    self._suspend(cache)
+        return self._record("revert_allocate_context", req, kept, capacity=pre_cap)
+
+    def probe_context_reuse(self, req: Request) -> int:
+        """Tokens of the prompt found in the reuse tree: none, prefix reuse is not modelled."""
+        return 0
+
+    def prepare_context_cache(self, req: Request, reuse_limit: int | None) -> int | None:
+        """The joint pairing's ``prepare_context``: the reused depth (0), or None if refused."""
+        prepared = self.prepare_context(req)
+        return 0 if prepared else None
 
     def try_allocate_generation(self, req: Request) -> bool:
         """Resume if suspended, then grow by one token.
@@ -210,24 +269,31 @@ class KVCacheManager:
     def suspend_request(self, req: Request) -> None:
         """ACTIVE to SUSPENDED; pages move down only if the whole cache fits there."""
         cache = self._caches.get(req.request_id)
-        moved = False
-        if cache is not None and cache.active:
-            cache.active = False
-            if self.can_evict and cache.device_pages <= self.num_free_host_pages:
-                moved = True
-                self.num_free_host_pages -= cache.device_pages
-                self.num_free_device_pages += cache.device_pages
-                cache.host_pages, cache.device_pages = cache.device_pages, 0
+        moved = cache is not None and cache.active and self._suspend(cache)
         self._record("suspend_request", req, None, moved_to_host=moved)
 
     def free_resources(self, req: Request) -> None:
         """Any state to NONE, pages freed on every tier."""
+        self._drop(req, "free_resources")
+
+    def preempt_request(self, req: Request) -> None:
+        """Give up a started request's cache so another can allocate (a recompute follows).
+
+        Upstream keeps this for pools that suspension cannot drain; here it frees
+        the cache on every tier, as ``free_resources`` does.
+        """
+        self._drop(req, "preempt_request")
+
+    # ---- internals ----
+
+    def _drop(self, req: Request, method: str = "free_resources") -> None:
         cache = self._caches.pop(req.request_id, None)
+        self._pre_resize_cap.pop(req.request_id, None)
         if cache is not None:
             self.num_free_device_pages += cache.device_pages
             self.num_free_host_pages += cache.host_pages
         self._record(
-            "free_resources",
+            method,
             req,
             None,
             had_cache=cache is not None,
@@ -235,7 +301,33 @@ class KVCacheManager:
             started=req.is_started,
         )
 
-    # ---- internals ----
+    def _grow_context(self, method: str, req: Request, num_tokens: int) -> bool:
+        cache = self._caches.get(req.request_id)
+        if cache is None or not cache.active:
+            return self._record(method, req, False, num_tokens=num_tokens)
+        before = cache.capacity
+        capacity = max(before, req.context_current_position + num_tokens)
+        fault = self._resize(cache, capacity)
+        if fault is None:
+            if capacity > before:
+                self._pre_resize_cap[req.request_id] = before
+            else:
+                self._pre_resize_cap.pop(req.request_id, None)
+        elif req.is_first_context_chunk:
+            self._suspend(cache)
+        return self._record(
+            method, req, fault is None, num_tokens=num_tokens, capacity=capacity, fault=fault
+        )
+
+    def _suspend(self, cache: _Cache) -> bool:
+        """Make an ACTIVE cache inactive; True if its pages moved to the lower tier."""
+        cache.active = False
+        if not (self.can_evict and cache.device_pages <= self.num_free_host_pages):
+            return False
+        self.num_free_host_pages -= cache.device_pages
+        self.num_free_device_pages += cache.device_pages
+        cache.host_pages, cache.device_pages = cache.device_pages, 0
+        return True
 
     def _resume(self, cache: _Cache) -> str | None:
         """Bring a suspended cache back on the device; the fault that stopped it, if any."""

@@ -42,7 +42,7 @@ class Call:
         return (
             self.caller == "scheduler"
             and self.component == "target"
-            and self.method == "free_resources"
+            and self.method in ("free_resources", "preempt_request")
             and bool(self.get("started"))
             and bool(self.get("had_cache"))
         )

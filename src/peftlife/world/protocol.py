@@ -9,13 +9,16 @@ public, stable contract between the world and any scheduler.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Literal, Protocol
 
 import attrs
 
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.peft import PeftCacheManager
 from peftlife.world.request import Request
+
+ContextChunkingPolicy = Literal["FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS"]
+CHUNKING_POLICIES: tuple[ContextChunkingPolicy, ...] = ("FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS")
 
 
 @attrs.frozen
@@ -28,6 +31,9 @@ class SchedulerConfig:
     chunk_unit_size: int
     enable_recompute_pause: bool
     tokens_per_block: int
+    # Upstream's ContextChunkingPolicy name: how a pass shares the token budget
+    # among chunked context requests.
+    context_chunking_policy: ContextChunkingPolicy = "FIRST_COME_FIRST_SERVED"
 
 
 @attrs.frozen

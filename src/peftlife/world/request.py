@@ -29,7 +29,8 @@ class Request:
     """A request as the scheduler sees it.
 
     The context to prefill is ``prompt_len`` plus the tokens a recompute pause
-    folded back into it (``num_folded``); the cache a request needs is always
+    folded back into it (``num_folded``): that sum, ``context_len``, is what
+    upstream calls ``prompt_len``. The cache a request needs is always
     ``prompt_len + num_generated`` tokens once it generates.
 
     >>> r = Request(request_id=1, lora_task_id=7, lora_weights=True,
@@ -47,13 +48,28 @@ class Request:
     context_current_position: int = 0
     num_generated: int = 0
     num_folded: int = 0
-    # Set by the scheduler on every context request it schedules, as upstream does.
-    context_chunk_size: int = 0
+    # Set by the scheduler on every context request it schedules. As in upstream's C++
+    # request it starts at the whole prompt: upstream's unchunked path never sets it.
+    context_chunk_size: int = attrs.field(
+        default=attrs.Factory(lambda self: self.prompt_len, takes_self=True)
+    )
+    # Room for upstream's per-request scratch fields (``py_batch_idx``,
+    # ``estimated_reusable_tokens``, ...): a scheduler may write them; nothing in
+    # the world reads them.
+    scratch: dict[str, object] = attrs.field(factory=dict)
 
     @property
     def context_len(self) -> int:
         """Tokens to prefill: the prompt plus what a recompute pause folded in."""
         return self.prompt_len + self.num_folded
+
+    @property
+    def py_request_id(self) -> int:
+        return self.request_id
+
+    @property
+    def state_value(self) -> int:
+        return int(self.state)
 
     @property
     def context_remaining_length(self) -> int:
@@ -71,6 +87,19 @@ class Request:
     @property
     def is_generation_in_progress_state(self) -> bool:
         return self.state == LlmRequestState.GENERATION_IN_PROGRESS
+
+    @property
+    def is_generation_to_complete_state(self) -> bool:
+        return self.state == LlmRequestState.GENERATION_TO_COMPLETE
+
+    @property
+    def is_last_context_chunk(self) -> bool:
+        """The chunk set on this request reaches the end of its context."""
+        return self.context_current_position + self.context_chunk_size >= self.context_len
+
+    def get_beam_width_by_iter(self, for_next_iteration: bool = False) -> int:
+        """Beam width above one is out of scope: always one."""
+        return 1
 
     @property
     def is_first_context_chunk(self) -> bool:

@@ -1,0 +1,326 @@
+"""TensorRT-LLM's scheduler from a checkout (issue 7), on peftlife's own fake checkouts.
+
+``tests/fake_trtllm/checkout`` has upstream's module paths and import graph; its
+``KVCacheV2Scheduler`` suspends without releasing the adapter (TensorRT-LLM
+issue #18407) and its ``CorrectKVCacheV2Scheduler`` does not. The search must
+find the first and let the second hold in every shipped scenario; every bad
+input at the front door exits 2 with one line; loading leaves no
+``tensorrt_llm`` module behind and never needs torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import hypothesis
+import pytest
+
+from peftlife import sut
+from peftlife.doors import cli
+from peftlife.search import profiles, scenarios
+from peftlife.search.machine import hunt, search
+from peftlife.sut.adapters.tensorrt_llm import facades, standins
+from peftlife.world.engine import Engine, EngineConfig
+
+FAKES = Path(__file__).parent / "fake_trtllm"
+CHECKOUT = FAKES / "checkout"
+RAISING = FAKES / "raising"
+SCHEDULER_DIR = Path("tensorrt_llm", "_torch", "pyexecutor", "scheduler")
+DEFECTIVE = f"trtllm:{CHECKOUT}"
+CORRECT = f"trtllm:{CHECKOUT}:CorrectKVCacheV2Scheduler"
+CI = profiles.get("ci")
+# The correct variant is searched in all six scenarios: a ci-sized budget, a bit smaller.
+CI_ISH = hypothesis.settings(CI, max_examples=120)
+
+
+def trtllm_modules() -> list[str]:
+    return [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]
+
+
+def one_request_world(spec: str) -> Engine:
+    engine = Engine(EngineConfig(adapter_pages=((1, 2),)), sut.load(spec))
+    engine.submit(lora_task_id=1, lora_weights=True, prompt_len=4, max_new_tokens=2)
+    return engine
+
+
+# ---- the loader ----
+
+
+def test_loading_and_running_needs_no_torch_and_leaves_no_tensorrt_llm_module() -> None:
+    """In a fresh interpreter: load the fake, run a request to completion; torch is
+    never imported and no tensorrt_llm module is left in sys.modules."""
+    code = f"""
+import sys
+from peftlife.sut import load
+from peftlife.world.engine import Engine, EngineConfig
+engine = Engine(EngineConfig(adapter_pages=((1, 2),)), load({DEFECTIVE!r}))
+rid = engine.submit(lora_task_id=1, lora_weights=True, prompt_len=4, max_new_tokens=2)
+steps = [engine.step() for _ in range(3)]
+assert not engine.is_live(rid), [s.step for s in steps]
+assert "torch" not in sys.modules
+assert "strenum" not in sys.modules or sys.modules["strenum"].__file__
+left = [m for m in sys.modules if m.split(".")[0] == "tensorrt_llm"]
+assert left == [], left
+print("ok")
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_two_checkouts_in_one_process_keep_their_own_modules() -> None:
+    """Two checkouts load side by side: distinct classes and modules, each run as its own."""
+    before = trtllm_modules()
+    first, second = sut.load(DEFECTIVE), sut.load(f"trtllm:{RAISING}")
+    third = sut.load(DEFECTIVE)
+    assert first.checkout.scheduler_class is not second.checkout.scheduler_class  # type: ignore[attr-defined]
+    assert first.checkout.scheduler_class is not third.checkout.scheduler_class  # type: ignore[attr-defined]
+    runs = {}
+    for name, spec in (("defective", DEFECTIVE), ("raising", f"trtllm:{RAISING}")):
+        engine = one_request_world(spec)
+        runs[name] = engine.step().step
+    assert runs["defective"].output is not None and runs["defective"].output.context == (1,)
+    assert [e.kind for e in runs["raising"].errors] == ["scheduler_raised"]
+    assert trtllm_modules() == before
+
+
+def test_a_real_installed_tensorrt_llm_is_never_shadowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tensorrt_llm the user imported keeps its modules, during and after a run."""
+    package = tmp_path / "site" / "tensorrt_llm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("REAL = True\n")
+    (package / "logger.py").write_text("logger = 'the real logger'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in trtllm_modules():
+        monkeypatch.delitem(sys.modules, name)
+    import tensorrt_llm  # type: ignore[import-not-found]
+    import tensorrt_llm.logger  # type: ignore[import-not-found]
+
+    real = (sys.modules["tensorrt_llm"], sys.modules["tensorrt_llm.logger"])
+    engine = one_request_world(DEFECTIVE)
+    assert engine.step().step.errors == ()
+    assert (sys.modules["tensorrt_llm"], sys.modules["tensorrt_llm.logger"]) == real
+    assert tensorrt_llm.REAL and tensorrt_llm.logger.logger == "the real logger"
+    for name in ("tensorrt_llm", "tensorrt_llm.logger"):
+        del sys.modules[name]  # not through monkeypatch, which would put them back
+
+
+def test_both_scheduler_output_shapes_are_read() -> None:
+    """A namedtuple SchedulerOutput without recompute_paused_requests gains the field;
+    a dataclass one that has it is left alone."""
+    namedtuple_output = (
+        sut.load(DEFECTIVE)
+        .checkout.modules[  # type: ignore[attr-defined]
+            f"{standins.SCHEDULER_PACKAGE}.scheduler"
+        ]
+        .SchedulerOutput
+    )
+    assert namedtuple_output._fields[-1] == "recompute_paused_requests"
+    assert namedtuple_output._field_defaults["recompute_paused_requests"] is None
+    dataclass_output = (
+        sut.load(f"trtllm:{RAISING}")
+        .checkout.modules[  # type: ignore[attr-defined]
+            f"{standins.SCHEDULER_PACKAGE}.scheduler"
+        ]
+        .SchedulerOutput
+    )
+    assert "recompute_paused_requests" in dataclass_output.__dataclass_fields__
+
+
+def test_the_fake_uses_every_name_of_the_facade_surface() -> None:
+    """The fake's scheduler (with the stand-in helpers it calls) touches every attribute
+    and method the façades serve, so the suite exercises the whole surface."""
+    used: set[str] = set()
+    sources = [
+        (CHECKOUT / SCHEDULER_DIR / name).read_text("utf-8")
+        for name in ("scheduler.py", "scheduler_v2.py")
+    ]
+    sources.append(Path(standins.__file__).read_text("utf-8"))
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                used.add(node.value)
+    surface = {
+        *facades.LlmRequestFacade.SURFACE,
+        *facades.KVCacheManagerV2.SURFACE,
+        *facades.PeftCacheManagerFacade.SURFACE,
+    }
+    assert surface - used == set()
+
+
+def test_a_name_outside_the_facade_surface_is_an_attribute_error_naming_it() -> None:
+    engine = one_request_world(DEFECTIVE)
+    request = facades.LlmRequestFacade(engine.live_requests[0])
+    with pytest.raises(AttributeError, match="is_dummy"):
+        _ = request.is_dummy  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="probe_first_new_block_key"):
+        facades.KVCacheManagerV2(engine.kv_cache_manager).probe_first_new_block_key  # type: ignore[attr-defined]  # noqa: B018
+
+
+# ---- the search ----
+
+
+def test_the_suspend_without_release_defect_is_found_by_search() -> None:
+    """No steps named: the hunt over the shipped scenarios finds #18407's defect."""
+    result = hunt(DEFECTIVE, CI)
+    assert result.failure is not None, "the defective fake escaped every shipped scenario"
+    assert result.failure.invariant in (
+        "ownership_follows_residency",
+        "no_scheduler_caused_fault",
+        "device_pin_follows_ownership",
+    ), result.failure
+
+
+@pytest.mark.parametrize("scenario", scenarios.shipped_names())
+def test_the_correct_variant_holds_in_every_shipped_scenario(scenario: str) -> None:
+    result = search(CORRECT, scenario, CI_ISH, shrink=False)
+    assert result.held, result.failure
+    assert result.examples >= 50
+
+
+def test_a_scheduler_raising_inside_a_pass_is_a_finding() -> None:
+    result = search(f"trtllm:{RAISING}", "default", CI, shrink=False)
+    assert result.failure is not None
+    assert result.failure.invariant == "scheduler_protocol"
+    assert "RuntimeError" in str(result.failure)
+
+
+# ---- bad input at the front door ----
+
+
+def check_exit(spec: str) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(["check", "--sut", spec, "--profile", "dev"])
+    return code, err.getvalue()
+
+
+def fake_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "checkout"
+    shutil.copytree(CHECKOUT, target)
+    return target
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # main() prepends the cwd to sys.path: run in a scratch directory, path restored.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+
+def test_a_path_without_scheduler_v2_exits_2_naming_the_path_looked_for(tmp_path: Path) -> None:
+    code, err = check_exit(f"trtllm:{tmp_path}")
+    looked_for = tmp_path / SCHEDULER_DIR / "scheduler_v2.py"
+    assert code == cli.EXIT_BAD_INPUT
+    assert err.count("\n") == 1 and str(looked_for) in err, err
+
+
+def test_a_tilde_path_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shutil.copytree(CHECKOUT, tmp_path / "trt")
+    assert sut.load("trtllm:~/trt").checkout.path == tmp_path / "trt"  # type: ignore[attr-defined]
+    with pytest.raises(sut.SUTError, match=str(tmp_path / "nothing")):
+        sut.load("trtllm:~/nothing")
+
+
+@pytest.mark.parametrize(
+    ("file", "line", "module", "name"),
+    [
+        (
+            "scheduler_v2.py",
+            "from tensorrt_llm.logger import severity_map",
+            "tensorrt_llm.logger",
+            "severity_map",
+        ),
+        (
+            "scheduler_v2.py",
+            "def later():\n    from ..kv_cache.kv_cache_manager_v2 import KVCacheManagerV3",
+            "tensorrt_llm._torch.pyexecutor.kv_cache.kv_cache_manager_v2",
+            "KVCacheManagerV3",
+        ),
+        (
+            "scheduler.py",
+            "Summary = tb_internal.batch_manager.PrefixReuseSummaryV2",
+            "tensorrt_llm.bindings.internal.batch_manager",
+            "PrefixReuseSummaryV2",
+        ),
+        ("scheduler.py", "from tensorrt_llm.runtime import Session", "tensorrt_llm.runtime", None),
+    ],
+)
+def test_an_import_the_stand_ins_lack_exits_2_naming_module_and_name(
+    tmp_path: Path, file: str, line: str, module: str, name: str | None
+) -> None:
+    checkout = fake_copy(tmp_path)
+    path = checkout / SCHEDULER_DIR / file
+    path.write_text(path.read_text("utf-8") + "\n\n" + line + "\n", "utf-8")
+    code, err = check_exit(f"trtllm:{checkout}")
+    assert code == cli.EXIT_BAD_INPUT
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert module in err and "newer" in err and str(path) in err, err
+    if name is not None:
+        assert name in err, err
+
+
+def test_an_unknown_scheduler_class_exits_2_listing_the_classes() -> None:
+    code, err = check_exit(f"trtllm:{CHECKOUT}:NoSuchScheduler")
+    assert code == cli.EXIT_BAD_INPUT
+    assert "NoSuchScheduler" in err and "CorrectKVCacheV2Scheduler" in err, err
+
+
+def test_a_scratch_checkout_is_never_written(tmp_path: Path) -> None:
+    """Loading compiles nothing into the checkout (no __pycache__ left there)."""
+    checkout = fake_copy(tmp_path)
+    before = sorted(p.relative_to(checkout) for p in checkout.rglob("*"))
+    sut.load(f"trtllm:{checkout}")
+    assert sorted(p.relative_to(checkout) for p in checkout.rglob("*")) == before
+    assert os.listdir(checkout / SCHEDULER_DIR) == os.listdir(CHECKOUT / SCHEDULER_DIR)
+
+
+# ---- the world options a scenario profile may set ----
+
+
+def _profile(extra: str) -> str:
+    shipped = (Path(scenarios.__file__).parent / "strategies" / "no-lower-tier.toml").read_text()
+    return shipped.replace("[world]\n", f"[world]\n{extra}\n")
+
+
+def test_a_profile_may_choose_the_chunking_policy_and_the_upstream_teardown() -> None:
+    s = scenarios.parse(
+        _profile('recompute_teardown = "upstream"\nchunking_policy = "either"'), "x"
+    )
+    assert (s.recompute_teardown, s.chunking_policy) == ("upstream", "either")
+    worlds = hypothesis.find(
+        s.worlds(), lambda c: c.context_chunking_policy == "EQUAL_PROGRESS", settings=CI
+    )
+    assert worlds.recompute_teardown == "upstream"
+    default = scenarios.load("no-lower-tier")
+    assert (default.recompute_teardown, default.chunking_policy) == (
+        "spec",
+        "FIRST_COME_FIRST_SERVED",
+    )
+    with pytest.raises(scenarios.ScenarioError, match="recompute_teardown must be one of"):
+        scenarios.parse(_profile('recompute_teardown = "sometimes"'), "x")
+
+
+def test_the_upstream_teardown_makes_even_the_reference_lose_ownership() -> None:
+    """TensorRT-LLM's executor terminates a recompute-paused request's adapter: under that
+    world option the search finds it even with peftlife's correct scheduler."""
+    s = scenarios.parse(_profile('recompute_teardown = "upstream"'), "upstream-teardown")
+    path = Path(os.getcwd()) / "upstream-teardown.toml"
+    path.write_text(_profile('recompute_teardown = "upstream"'))
+    assert s.recompute_teardown == "upstream"
+    result = search("reference", str(path), CI, shrink=False)
+    assert result.failure is not None
+    assert result.failure.invariant in ("ownership_follows_residency", "no_scheduler_caused_fault")
