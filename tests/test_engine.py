@@ -4,6 +4,7 @@ registrations, an untrusted scheduler, determinism, and submit's validation."""
 
 from __future__ import annotations
 
+import gc
 import signal
 import time
 from typing import Any
@@ -559,9 +560,86 @@ def test_hung_scheduler_is_reported_within_the_deadline() -> None:
     assert error.kind == "scheduler_hung" and "0.2" in error.message
     assert invariant_names(snap) == {"scheduler_protocol"}
     assert engine.is_live(rid) and not snap.step.batch_ran
-    # The alarm is disarmed and the previous handler restored.
+    # Once the engine is gone the alarm is disarmed and the previous handler restored.
+    del engine, snap
+    gc.collect()
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) == before
+
+
+class _HangsSwallowing:
+    """Hangs, and swallows every ``Exception`` on the way."""
+
+    def __init__(self, env: Environment) -> None:
+        pass
+
+    def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
+        while True:
+            try:
+                while True:
+                    pass
+            except Exception:
+                continue
+
+
+class _SwallowsEverything(_HangsSwallowing):
+    def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
+        swallowed = 0
+        while True:
+            try:
+                while True:
+                    pass
+            except BaseException:
+                swallowed += 1
+                if swallowed > 1:
+                    raise
+
+
+def _factory_hangs(env: Environment) -> Any:
+    while True:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("factory", "what"),
+    [
+        (_HangsSwallowing, "schedule_request"),
+        (_SwallowsEverything, "schedule_request"),
+        (_factory_hangs, "the scheduler factory"),
+    ],
+    ids=["catches_exception", "swallows_once", "factory"],
+)
+def test_a_hang_cannot_be_swallowed(factory: Any, what: str) -> None:
+    engine = Engine(EngineConfig(), factory, schedule_deadline=0.1)
+    engine.submit(prompt_len=4, max_new_tokens=1)
+    snap = engine.step()
+    assert snap.step is not None
+    (error,) = snap.step.errors
+    assert (error.kind, error.message) == ("scheduler_hung", f"{what} did not return within 0.1 s")
+    assert invariant_names(snap) == {"scheduler_protocol"}
+
+
+def test_the_watchdog_is_armed_once_per_engine_not_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    armed: list[tuple[int, float, float]] = []
+    real = signal.setitimer
+
+    def counting(which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+        armed.append((which, seconds, interval))
+        return real(which, seconds, interval)
+
+    monkeypatch.setattr(signal, "setitimer", counting)
+    gc.collect()
+    engine = Engine(EngineConfig(), ReferenceScheduler)
+    assert [interval > 0 for _, _, interval in armed] == [True]  # one periodic alarm
+    engine.submit(prompt_len=4, max_new_tokens=3)
+    for _ in range(5):
+        engine.step()
+    assert len(armed) == 1  # the steps set no timer
+    del engine
+    gc.collect()
+    assert armed[-1] == (signal.ITIMER_REAL, 0, 0.0)
 
 
 # ---- determinism and hashable snapshots ----

@@ -32,26 +32,70 @@ def drain_bound(engine: Engine) -> int:
     return 50 + 4 * remaining
 
 
+def drain_premise_broken(
+    config: EngineConfig, requests: list[tuple[int | None, int, int]]
+) -> str | None:
+    """The drain premise (spec 8.12) a world breaks, as a rule to read; None if it can drain.
+
+    ``requests`` lists ``(adapter, prompt_len, max_new_tokens)``. Outside these
+    premises a correct scheduler may never finish, so the drain's bound does not bind.
+
+    >>> world = EngineConfig(enable_chunked_context=True, chunk_unit_size=80)
+    >>> rule = drain_premise_broken(world, [])
+    >>> rule.split(":")[0]
+    'with chunking, chunk_unit_size (80) must be at most max_num_tokens (64)'
+    """
+    adapter_pages = dict(config.adapter_pages)
+    if adapter_pages and max(adapter_pages.values()) > config.lora_device_pages:
+        return (
+            f"the device LoRA cache (lora_device_pages = {config.lora_device_pages}) must hold "
+            f"the largest adapter ({max(adapter_pages.values())} pages)"
+        )
+    if config.enable_chunked_context and config.chunk_unit_size > config.max_num_tokens:
+        return (
+            f"with chunking, chunk_unit_size ({config.chunk_unit_size}) must be at most "
+            f"max_num_tokens ({config.max_num_tokens}): no chunk would ever fit the token budget"
+        )
+    pools = [("target", config.device_pages, config.host_pages)]
+    if config.draft_device_pages is not None:
+        pools.append(("draft", config.draft_device_pages, config.draft_host_pages))
+    # A request's cache peaks at its prompt plus every output (a recompute folds the
+    # outputs so far into the prompt, which the same total covers).
+    need = [-(-(prompt + outputs) // config.tokens_per_block) for _, prompt, outputs in requests]
+    for (_, prompt, outputs), pages in zip(requests, need, strict=True):
+        for name, device, _host in pools:
+            if pages > device:
+                return (
+                    f"every request must fit the {name} pool's device alone: a request of "
+                    f"{prompt} + {outputs} tokens needs {pages} pages of {config.tokens_per_block} "
+                    f"tokens, the device has {device}"
+                )
+        # The longest context is the prompt plus all outputs but the last, folded in.
+        if not config.enable_chunked_context and prompt + outputs - 1 > config.max_num_tokens:
+            return (
+                f"without chunking, max_num_tokens ({config.max_num_tokens}) must cover the "
+                f"longest context: a request of {prompt} + {outputs} tokens can need "
+                f"{prompt + outputs - 1} at once"
+            )
+    # Without recompute pause only suspension frees device pages, and a suspension
+    # that finds the lower tier full frees nothing: the tier must hold every cache at once.
+    if not config.enable_recompute_pause:
+        for name, _device, host in pools:
+            if host < sum(need):
+                return (
+                    f"without recompute pause the {name} pool's lower tier must hold every "
+                    f"cache at once: {sum(need)} pages needed, host has {host}"
+                )
+    return None
+
+
 def can_drain(config: EngineConfig, requests: list[tuple[int | None, int, int]]) -> bool:
     """Whether a world can always drain: the premise under which invariant 12 binds.
 
-    ``requests`` lists ``(adapter, prompt_len, max_new_tokens)``.
+    >>> can_drain(EngineConfig(), [(None, 4, 2)])
+    True
     """
-    adapter_pages = dict(config.adapter_pages)
-    pools = [(config.device_pages, config.host_pages)]
-    if config.draft_device_pages is not None:
-        pools.append((config.draft_device_pages, config.draft_host_pages))
-    if adapter_pages and max(adapter_pages.values()) > config.lora_device_pages:
-        return False
-    need = [-(-(prompt + outputs) // config.tokens_per_block) for _, prompt, outputs in requests]
-    for (_, prompt, outputs), pages in zip(requests, need, strict=True):
-        if any(pages > dev for dev, _ in pools):
-            return False
-        if not config.enable_chunked_context and prompt + outputs - 1 > config.max_num_tokens:
-            return False
-    # Without recompute pause only suspension frees device pages, and a suspension
-    # that finds the lower tier full frees nothing: the tier must hold every cache at once.
-    return config.enable_recompute_pause or all(host >= sum(need) for _, host in pools)
+    return drain_premise_broken(config, requests) is None
 
 
 def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check) -> DrainResult:

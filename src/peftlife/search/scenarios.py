@@ -6,11 +6,13 @@ the workload. This module reads one and turns it into Hypothesis strategies.
 Every knob acts only through a strategy, never inside a rule's body, so a
 printed reproduction is exactly what ran.
 
-Worlds are generated so that they can always drain (spec invariant 12): every
-request fits the device alone, the device LoRA cache holds the largest
-adapter, and without recompute pause the lower tier holds every cache at once.
-Ranges are clamped upward to meet that; the clamps are the only place a
-scenario's numbers are overridden.
+Worlds are generated so that they can always drain (spec invariant 12,
+``checker.drain.drain_premise_broken``): every request fits the device alone,
+the device LoRA cache holds the largest adapter, without recompute pause the
+lower tier holds every cache at once, without chunking the token budget covers
+the longest context, and with chunking the chunk unit fits the token budget.
+Ranges are clamped to meet that (upward, and the chunk unit down to the token
+budget); the clamps are the only place a scenario's numbers are overridden.
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
     token_floor = 1 if chunking else s.longest_request - 1
     adapters = draw(s.adapters.strategy(at_least=1))
     sizes = [draw(s.adapter_pages.strategy(at_least=1)) for _ in range(adapters)]
+    max_num_tokens = draw(s.max_num_tokens.strategy(at_least=token_floor))
+    # A chunk unit above the token budget would never fit it: a long prompt never starts.
+    chunk_unit_size = min(draw(s.chunk_unit_size.strategy(at_least=1)), max_num_tokens)
     return EngineConfig(
         device_pages=device_pages,
         host_pages=host_pages,
@@ -134,10 +139,10 @@ def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
         lora_device_pages=draw(s.lora_device_pages.strategy(at_least=max(sizes))),
         lora_host_pages=draw(s.lora_host_pages.strategy(at_least=max(sizes))),
         adapter_pages=tuple((task, pages) for task, pages in enumerate(sizes, start=1)),
-        max_num_tokens=draw(s.max_num_tokens.strategy(at_least=token_floor)),
+        max_num_tokens=max_num_tokens,
         max_batch_size=draw(s.max_batch_size.strategy(at_least=1)),
         enable_chunked_context=chunking,
-        chunk_unit_size=draw(s.chunk_unit_size.strategy(at_least=1)),
+        chunk_unit_size=chunk_unit_size,
         enable_recompute_pause=recompute,
     )
 

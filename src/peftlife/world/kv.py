@@ -94,6 +94,8 @@ class KVCacheManager:
         self._caches: dict[int, _Cache] = {}
         self._refuse_resumes = 0
         self._fail_grows = 0
+        # The residency of the request the current call is about, as the call began.
+        self._before = Residency.NONE
 
     # ---- queries ----
 
@@ -174,6 +176,7 @@ class KVCacheManager:
 
     def prepare_context(self, req: Request) -> bool:
         """Create the cache (no pages yet) or resume a suspended one."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None:
             self._caches[req.request_id] = _Cache()
@@ -183,6 +186,7 @@ class KVCacheManager:
 
     def resize_context(self, req: Request, capacity: int) -> bool:
         """Set the cache's capacity (a total, in tokens) for the next context chunk."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None or not cache.active:
             return self._record("resize_context", req, False, capacity=capacity)
@@ -194,6 +198,7 @@ class KVCacheManager:
 
         A failed grow leaves a just-resumed cache ACTIVE, as upstream does.
         """
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None:
             return self._record("try_allocate_generation", req, False)
@@ -202,6 +207,7 @@ class KVCacheManager:
 
     def revert_allocate_generation(self, req: Request) -> None:
         """Undo the last one-token grow; the cache stays ACTIVE."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is not None and cache.active and cache.capacity > 0:
             self._resize(cache, cache.capacity - 1)
@@ -209,6 +215,7 @@ class KVCacheManager:
 
     def suspend_request(self, req: Request) -> None:
         """ACTIVE to SUSPENDED; pages move down only if the whole cache fits there."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         moved = False
         if cache is not None and cache.active:
@@ -222,6 +229,7 @@ class KVCacheManager:
 
     def free_resources(self, req: Request) -> None:
         """Any state to NONE, pages freed on every tier."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.pop(req.request_id, None)
         if cache is not None:
             self.num_free_device_pages += cache.device_pages
@@ -265,6 +273,9 @@ class KVCacheManager:
         return None
 
     def _record(self, method: str, req: Request, result: bool | None, **facts: object) -> bool:
+        # Residency before and after the call: invariant 4 reads a resume from them.
+        facts["before"] = self._before.value
+        facts["after"] = self.residency(req.request_id).value
         self.ledger.record(
             self.name,
             method,
