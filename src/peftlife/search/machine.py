@@ -38,7 +38,7 @@ from peftlife.checker.invariants import Violation
 from peftlife.search import scenarios, shrink
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 
@@ -122,6 +122,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     progress: ClassVar[Callable[[int, int], None] | None] = None
     iterations: ClassVar[int] = 0
     examples_to_first_failure: ClassVar[int] = 0
+    # Seconds the scheduler's code may take per call before it is a hang.
+    schedule_deadline: ClassVar[float | None] = DEFAULT_SCHEDULE_DEADLINE
 
     def __init__(self) -> None:
         super().__init__()
@@ -197,7 +199,7 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
         @initialize(config=s.worlds())
         def build_world(self, config: EngineConfig) -> None:
             self.config = config
-            self.engine = Engine(config, factory)
+            self.engine = Engine(config, factory, schedule_deadline=self.schedule_deadline)
             cls = type(self)
             cls.examples += 1
             if cls.progress is not None:
@@ -278,13 +280,15 @@ def search(
     shrink: bool = True,
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
     Hypothesis searches without its own shrink phase; with ``shrink`` the first
     failing example is then minimized over its trace (``peftlife.search.shrink``), which
     takes well under a second where Hypothesis's shrink re-runs whole examples
-    for a minute. ``seed`` replaces the profile's randomness with a fixed seed.
+    for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
+    ``schedule_deadline`` is how long one call of the scheduler may take.
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
     """
     base = lifecycle_machine(sut_spec, scenario)
@@ -298,6 +302,7 @@ def search(
             "iterations": 0,
             "examples_to_first_failure": 0,
             "progress": None if progress is None else staticmethod(progress),
+            "schedule_deadline": schedule_deadline,
         },
     )
     run_settings = hypothesis.settings(
@@ -314,7 +319,7 @@ def search(
         with _stable_constants():
             run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
-        failure = minimized(found) if shrink else found
+        failure = minimized(found, schedule_deadline) if shrink else found
     return SearchResult(
         sut_spec,
         scenario,
@@ -376,14 +381,18 @@ def _stable_constants() -> Iterator[None]:
         cache.clear()
 
 
-def minimized(failure: LifecycleFailure) -> LifecycleFailure:
+def minimized(
+    failure: LifecycleFailure, schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
+) -> LifecycleFailure:
     """The same finding on the smallest world and action list the shrinker finds."""
     if failure.shrunk:
         return failure
     run = failure.run
     factory = sut.load(run.sut)
-    config, actions = shrink.minimize(run.config, run.actions, factory, failure.invariant)
-    outcome = checked_replay(config, actions, factory)
+    config, actions = shrink.minimize(
+        run.config, run.actions, factory, failure.invariant, schedule_deadline
+    )
+    outcome = checked_replay(config, actions, factory, schedule_deadline=schedule_deadline)
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
     smaller = Run(run.sut, run.scenario, config, actions)

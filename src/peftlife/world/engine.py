@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 import operator
 import os
-import sys
 import traceback
 import weakref
 from collections.abc import Callable
@@ -124,30 +123,36 @@ _MAX_FRAMES = 6
 def _frames(err: BaseException) -> tuple[str, ...]:
     """Where the exception went, innermost first, as ``path:line in function``.
 
-    The engine's own frame is left out; paths are made relative to the
-    ``sys.path`` entry they were imported from, so the text does not depend on
-    where the package is installed.
+    The engine's own frames are left out. A path is the frame's module name
+    spelled as a path (``tests/my_sched.py``), so the text depends neither on
+    where the code is installed nor on which door imported it.
     """
-    here = os.path.abspath(__file__)
-    frames = [
-        f"{_relative(f.filename)}:{f.lineno} in {f.name}"
-        for f in traceback.extract_tb(err.__traceback__)
-        if os.path.abspath(f.filename) != here
-        and not f.filename.endswith(("contextlib.py", "watchdog.py"))
-    ]
+    frames = []
+    for frame, line in traceback.walk_tb(err.__traceback__):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module in _HARNESS_MODULES:
+            continue
+        frames.append(
+            f"{_module_path(module, frame.f_code.co_filename)}:{line} in {frame.f_code.co_name}"
+        )
     return tuple(reversed(frames))[:_MAX_FRAMES]
 
 
-def _relative(filename: str) -> str:
-    path = os.path.abspath(filename)
-    roots = sorted((os.path.abspath(p) for p in sys.path if p), key=len, reverse=True)
-    for root in roots:
-        if path.startswith(root + os.sep):
-            return os.path.relpath(path, root).replace(os.sep, "/")
-    return os.path.basename(path)
+# The harness's frames between the engine and the scheduler's code.
+_HARNESS_MODULES = frozenset({__name__, "contextlib", "peftlife.world.watchdog"})
+
+
+def _module_path(module: str, filename: str) -> str:
+    if not module or module == "__main__":
+        return os.path.basename(filename)
+    base = module.replace(".", "/")
+    return f"{base}/__init__.py" if filename.endswith("__init__.py") else f"{base}.py"
 
 
 T = TypeVar("T")
+
+# Seconds the scheduler's code (its factory, each pass) may take before it is called hung.
+DEFAULT_SCHEDULE_DEADLINE = 10.0
 
 # The request fields the scheduler must not write (spec 8b): all but its own.
 GUARDED_FIELDS = tuple(
@@ -183,7 +188,7 @@ class Engine:
         config: EngineConfig,
         scheduler_factory: SchedulerFactory,
         *,
-        schedule_deadline: float | None = 10.0,
+        schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     ) -> None:
         self.config = config
         self.schedule_deadline = schedule_deadline
@@ -363,10 +368,12 @@ class Engine:
             return None, self._factory_error
         active = [r for r in self._requests.values() if r.is_schedulable]
         before = [_guarded(r) for r in active]
+        scheduler = self.scheduler
         try:
-            output = self._untrusted(self.scheduler.schedule_request, "schedule_request")(
-                active, set()
-            )
+            # The method is looked up inside: a scheduler without one is a finding too.
+            output = self._untrusted(
+                lambda: scheduler.schedule_request(active, set()), "schedule_request"
+            )()
         except _Found as found:
             return None, found.error
         finally:

@@ -52,6 +52,11 @@ class Watchdog:
         )
 
     @property
+    def armers(self) -> int:
+        """How many engines hold the alarm armed."""
+        return self._armed
+
+    @property
     def inside(self) -> bool:
         return self._deadline_at is not None
 
