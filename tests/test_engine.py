@@ -4,6 +4,7 @@ registrations, an untrusted scheduler, determinism, and submit's validation."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import signal
 import time
@@ -13,6 +14,7 @@ import attrs
 import pytest
 
 from peftlife.checker.invariants import check
+from peftlife.search.trace import Action, checked_replay
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.kv import Residency
@@ -728,3 +730,163 @@ def test_weights_are_dropped_for_a_request_without_adapter() -> None:
     rid = engine.submit(prompt_len=4, max_new_tokens=1, lora_weights=True)
     (req,) = engine.live_requests
     assert req.request_id == rid and req.lora_task_id is None and req.lora_weights is False
+
+
+# ---- the scheduler writes only what is its own (8b); every escape is a finding ----
+
+
+class _Writes(_Wrapping):
+    """Writes one field of every active request, then schedules as the reference."""
+
+    field = "num_generated"
+    value: object = 1
+
+    def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+        for req in active:
+            setattr(req, self.field, self.value)
+        return out
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "before", "after"),
+    [
+        ("num_generated", 1, "0", "1"),
+        ("context_current_position", 2, "0", "2"),
+        ("state", LlmRequestState.GENERATION_COMPLETE, "CONTEXT_INIT", "GENERATION_COMPLETE"),
+        ("lora_task_id", 99, "1", "99"),
+        ("lora_weights", False, "True", "False"),
+        ("prompt_len", 1, "4", "1"),
+        ("max_new_tokens", 9, "2", "9"),
+        ("num_folded", 3, "0", "3"),
+    ],
+)
+def test_a_write_to_a_field_that_is_not_the_schedulers_is_a_finding_and_undone(
+    field: str, value: object, before: str, after: str
+) -> None:
+    writer = type("W", (_Writes,), {"field": field, "value": value})
+    engine = Engine(EngineConfig(adapter_pages=((1, 1),)), writer)
+    rid = engine.submit(prompt_len=4, max_new_tokens=2, lora_task_id=1, lora_weights=True)
+    snap = engine.step()  # must not raise, whatever was written
+    v = next(v for v in check(snap) if v.invariant == "scheduler_writes_only_its_own")
+    assert (v.subject, v.found) == (
+        f"request {rid}",
+        f"the scheduler changed {field} from {before} to {after}",
+    )
+    # The engine put the field back before running the batch.
+    view = snap.request(rid)
+    assert (
+        view is not None
+        and view.prompt_len == 4
+        and view.state is LlmRequestState.GENERATION_IN_PROGRESS
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("context_chunk_size", 3), ("py_batch_idx", None), ("estimated_reusable_tokens", 0)],
+)
+def test_the_schedulers_own_fields_are_its_to_write(field: str, value: object) -> None:
+    writer = type("W", (_Writes,), {"field": field, "value": value})
+    engine = Engine(EngineConfig(), writer)
+    engine.submit(prompt_len=4, max_new_tokens=2)
+    snap = engine.step()
+    assert snap.step is not None and snap.step.writes == ()
+
+
+def test_weights_the_manager_drops_on_the_schedulers_registration_are_not_its_write() -> None:
+    # The reference re-registers a resumed request itself: the manager drops its weights.
+    engine = make(device_pages=2, host_pages=8, tokens_per_block=4, adapter_pages=((1, 1),))
+    rid = engine.submit(prompt_len=4, max_new_tokens=6, lora_task_id=1, lora_weights=True)
+    step(engine)
+    engine.kv_cache_manager.fail_next_grows()
+    step(engine)  # self eviction
+    engine._requests[rid].lora_weights = True  # carries weights again, as a new upload would
+    snap = step(engine)  # resumed and registered by the scheduler
+    assert snap.step is not None and snap.step.writes == ()
+    assert any(c.caller == "scheduler" and c.method == "add_request_peft" for c in snap.step.calls)
+
+
+class _RegistersUncached(_Wrapping):
+    """Registers every request itself before the pass; one without weights raises."""
+
+    def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+        return out
+
+    def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
+        assert self.inner.peft is not None
+        for req in active:
+            self.inner.peft.add_request_peft(req)
+        return super().schedule_request(active, inflight)
+
+
+def test_add_request_peft_raising_inside_the_pass_is_a_finding_with_frames() -> None:
+    engine = Engine(EngineConfig(adapter_pages=((1, 1),)), _RegistersUncached)
+    engine.submit(prompt_len=4, max_new_tokens=2, lora_task_id=1, lora_weights=False)
+    snap = engine.step()
+    assert snap.step is not None
+    (error,) = snap.step.errors
+    assert error.kind == "scheduler_raised" and error.exception == "PeftTaskNotCachedException"
+    assert error.frames[0].startswith("peftlife/world/peft.py:")
+    assert "test_engine.py:" in error.frames[1]
+    assert error.frames[1].endswith("in schedule_request")
+    assert " (at peftlife/world/peft.py:" in error.message
+    assert check(snap)[0].invariant == "scheduler_protocol"
+
+
+class _SwallowsAfterRecompute(ReferenceScheduler):
+    """Registers a request it just recompute-paused, hiding what the manager raises."""
+
+    def release_on_recompute_pause(self, req: Request) -> None:
+        super().release_on_recompute_pause(req)
+        assert self.peft is not None
+        with contextlib.suppress(Exception):  # the defect under test
+            self.peft.add_request_peft(req)
+
+
+def test_a_schedulers_own_registration_does_not_end_recompute_pending() -> None:
+    # A trace the search found: request 3 is preempted while ACTIVE during the drain.
+    config = EngineConfig(
+        device_pages=4,
+        tokens_per_block=3,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((2, 1),),
+        max_num_tokens=1,
+        max_batch_size=1,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+    )
+    actions = [
+        Action("submit", lora_task_id=2, prompt_len=1, max_new_tokens=1),
+        Action("fail_grow"),
+        Action("submit", prompt_len=10, max_new_tokens=1),
+        Action("step"),
+        Action("fail_grow"),
+        Action("submit", lora_task_id=2, lora_weights=True, prompt_len=2, max_new_tokens=1),
+        Action("fail_grow"),
+        Action("step"),
+    ]
+    outcome = checked_replay(config, actions, _SwallowsAfterRecompute)
+    last = outcome.snapshots[-1]
+    assert last.step is not None
+    (again,) = [
+        c
+        for c in last.step.calls
+        if c.caller == "scheduler" and c.method == "add_request_peft" and c.result == "ok"
+    ]
+    view = last.request(again.request_id or 0)
+    assert view is not None and view.recompute_pending and view.target.residency is NONE
+    first = outcome.violations[0]
+    assert (first.invariant, first.found) == ("ownership_follows_residency", "active")
+    assert "no_duplicate_registration" in {v.invariant for v in outcome.violations}
+
+
+def test_keyboard_interrupt_stops_the_run() -> None:
+    class Interrupted(_Wrapping):
+        def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+            raise KeyboardInterrupt
+
+    engine = Engine(EngineConfig(), Interrupted)
+    engine.submit(prompt_len=4, max_new_tokens=1)
+    with pytest.raises(KeyboardInterrupt):
+        engine.step()

@@ -1466,3 +1466,24 @@ def test_drained_world_not_judged_while_requests_live() -> None:
         pools=(pool(),),
     )
     assert list(_drained_empty(world)) == []
+
+
+def _lora_history(order: tuple[int, int]) -> Snapshot:
+    """Adapters 1 and 2 each used by one request, in ``order``; both done at the end."""
+    engine = Engine(
+        EngineConfig(lora_device_pages=2, lora_host_pages=2, adapter_pages=((1, 1), (2, 1))),
+        ReferenceScheduler,
+    )
+    for task in order:
+        engine.submit(prompt_len=2, max_new_tokens=1, lora_task_id=task, lora_weights=True)
+        engine.step()
+    return engine.snapshot()
+
+
+def test_the_livelock_fingerprint_covers_the_lora_eviction_order() -> None:
+    one, other = _lora_history((1, 2)), _lora_history((2, 1))
+    # Same entries, both done: only the order of eviction tells the worlds apart.
+    assert [c.entries for c in one.lora_caches] == [c.entries for c in other.lora_caches]
+    assert [c.eviction_order for c in one.lora_caches] == [(1, 2), (1, 2)]
+    assert [c.eviction_order for c in other.lora_caches] == [(2, 1), (2, 1)]
+    assert one.world() != other.world()
