@@ -111,7 +111,7 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
         engine.config,
         [(r.lora_task_id, r.prompt_len, r.max_new_tokens) for r in engine.live_requests],
     )
-    stateless = bool(getattr(engine.scheduler, "keeps_no_state_between_passes", False))
+    stateless = _declares_no_state(engine.scheduler)
     seen: set[Snapshot] = set()
     snapshots: list[Snapshot] = []
     violations: list[Violation] = []
@@ -137,6 +137,17 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
     if not violations:
         violations = list(_drained_empty(engine.snapshot()))
     return DrainResult(steps, bound, tuple(violations), tuple(snapshots))
+
+
+def _declares_no_state(scheduler: object) -> bool:
+    """Whether the scheduler declares ``keeps_no_state_between_passes = True``.
+
+    Only the literal True counts, and a declaration that cannot be read is none.
+    """
+    try:
+        return getattr(scheduler, "keeps_no_state_between_passes", False) is True
+    except Exception:  # the SUT is untrusted, its attributes too
+        return False
 
 
 def _undrained(engine: Engine, why: str) -> Violation:

@@ -224,15 +224,10 @@ def minimize(
     outcome = _outcome(config, actions, factory, schedule_deadline)
     if outcome is None or not outcome.violations or outcome.violations[0].invariant != invariant:
         return config, actions
-    short = schedule_deadline if schedule_deadline is not None else HUNG_DEADLINE
-    shrinker = _Shrinker(
-        factory,
-        invariant,
-        config,
-        actions,
-        # A hang waits out every deadline: shrink it with a short one.
-        schedule_deadline=min(HUNG_DEADLINE, short) if outcome.hung else schedule_deadline,
-    )
+    if outcome.hung:
+        # Every hung replay waits out its deadline: shrink a hang with a short one.
+        schedule_deadline = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
+    shrinker = _Shrinker(factory, invariant, config, actions, schedule_deadline)
     for _ in range(3):  # passes until nothing changes (bounded)
         before = (shrinker.config, shrinker.actions)
         shrinker.delete_actions()
