@@ -320,6 +320,12 @@ _PREEMPT = (
     STEP,  # 2: R1 takes chunk 4 (2 pages, pool full); no token left for R2
     STEP,  # 3: R1's last chunk cannot grow, no lower tier: R2 (ACTIVE) is preempted
 )
+# R2 (X) is preempted while ACTIVE at step 3 and leaves recompute-paused.
+_R2_PREEMPTED = (
+    Submit("R1", prompt_len=5, max_new_tokens=1),
+    Submit("R2", adapter=X, prompt_len=6, max_new_tokens=1),
+    *_PREEMPT,  # 3: R1 finishes; R2 is recompute-paused, in paused[X]
+)
 _PREEMPTED = (
     Called("resize_context", "R1", result=False, facts=_fault("failed_grow"), step=1),
     Called("resize_context", "R1", result=False, facts=_fault("no_device_room"), step=3),
@@ -413,11 +419,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             "started and ACTIVE, has its KV freed; it must move to paused[X]."
         ),
         config=_PREEMPT_WORLD,
-        actions=(
-            Submit("R1", prompt_len=5, max_new_tokens=1),
-            Submit("R2", adapter=X, prompt_len=6, max_new_tokens=1),
-            *_PREEMPT,  # 3: R1 finishes; R2 is recompute-paused, in paused[X]
-        ),
+        actions=_R2_PREEMPTED,
         reached=_PREEMPTED,
         mutant_shows=("ownership_follows_residency",),
     ),
@@ -586,11 +588,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             "chunk again, whatever the scheduler calls in between."
         ),
         config=_PREEMPT_WORLD,
-        actions=(
-            Submit("R1", prompt_len=5, max_new_tokens=1),
-            Submit("R2", adapter=X, prompt_len=6, max_new_tokens=1),
-            *_PREEMPT,  # 3: R2 recompute-paused, in paused[X]; the mutant re-registers it
-        ),
+        actions=_R2_PREEMPTED,  # the mutant registers R2 again at step 3
         reached=_PREEMPTED,
         mutant_shows=("ownership_follows_residency", "no_duplicate_registration"),
     ),

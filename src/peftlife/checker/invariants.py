@@ -377,26 +377,19 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
 def _budgets_kept(out: OutputRecord, iteration: int) -> Iterator[Violation]:
     """The batch keeps max_batch_size and max_num_tokens (a context request counts its
     chunk, a generation request one token)."""
-    batch = len(out.context) + len(out.generation)
-    if out.max_batch_size is not None and batch > out.max_batch_size:
-        yield Violation(
-            "output_lists_well_formed",
-            "the batch",
-            f"at most max_batch_size = {out.max_batch_size} requests",
-            f"{batch} requests",
-            iteration,
-        )
-    tokens = len(out.generation) + sum(
-        v.chunk_size for v in out.listed if v.output_list == "context"
-    )
-    if out.max_num_tokens is not None and tokens > out.max_num_tokens:
-        yield Violation(
-            "output_lists_well_formed",
-            "the batch",
-            f"at most max_num_tokens = {out.max_num_tokens} tokens",
-            f"{tokens} tokens",
-            iteration,
-        )
+    chunks = sum(v.chunk_size for v in out.listed if v.output_list == "context")
+    for budget, limit, used, unit in (
+        ("max_batch_size", out.max_batch_size, len(out.context) + len(out.generation), "requests"),
+        ("max_num_tokens", out.max_num_tokens, len(out.generation) + chunks, "tokens"),
+    ):
+        if limit is not None and used > limit:
+            yield Violation(
+                "output_lists_well_formed",
+                "the batch",
+                f"at most {budget} = {limit} {unit}",
+                f"{used} {unit}",
+                iteration,
+            )
 
 
 @invariant
