@@ -21,6 +21,7 @@ import time
 from types import FrameType
 from typing import Any
 
+_MAIN = threading.main_thread().ident
 # A hang that swallowed ``SchedulerHung`` is interrupted again after this long.
 _AGAIN_AFTER = 1.0
 
@@ -33,7 +34,9 @@ class Watchdog:
     """A periodic alarm shared by every live engine of this process.
 
     >>> dog = Watchdog()
-    >>> dog.enter(5.0, "schedule_request"); dog.leave(); dog.inside
+    >>> dog.enter(5.0, "schedule_request"); dog.inside  # never armed: nothing is watched
+    False
+    >>> issubclass(SchedulerHung, Exception)  # out of reach of ``except Exception``
     False
     """
 
@@ -88,13 +91,17 @@ class Watchdog:
             self._period = 0.0
 
     def enter(self, seconds: float | None, what: str) -> None:
-        """The scheduler's code starts now and must return within ``seconds`` (None: no limit)."""
-        if seconds is not None:
+        """The scheduler's code starts now and must return within ``seconds`` (None: no limit).
+
+        Only the main thread, where the alarm is delivered, is watched.
+        """
+        if seconds is not None and self._armed and threading.get_ident() == _MAIN:
             self._seconds, self._what = seconds, what
             self._deadline_at = time.monotonic() + seconds
 
     def leave(self) -> None:
-        self._deadline_at = None
+        if threading.get_ident() == _MAIN:
+            self._deadline_at = None
 
     def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
         deadline = self._deadline_at
