@@ -890,3 +890,22 @@ def test_keyboard_interrupt_stops_the_run() -> None:
     engine.submit(prompt_len=4, max_new_tokens=1)
     with pytest.raises(KeyboardInterrupt):
         engine.step()
+
+
+def test_a_deep_exception_keeps_where_it_was_raised_and_the_schedulers_outer_frames() -> None:
+    class Deep(_Wrapping):
+        def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+            return self.dive(20)
+
+        def dive(self, depth: int) -> Any:
+            if depth == 0:
+                raise ValueError("at the bottom")
+            return self.dive(depth - 1)
+
+    engine = Engine(EngineConfig(), Deep)
+    engine.submit(prompt_len=4, max_new_tokens=1)
+    snap = engine.step()
+    assert snap.step is not None
+    (error,) = snap.step.errors
+    assert len(error.frames) == 7 and error.frames[2] == "..."
+    assert error.frames[0].endswith("in dive") and error.frames[-1].endswith("in schedule_request")

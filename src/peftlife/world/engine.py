@@ -135,7 +135,11 @@ def _frames(err: BaseException) -> tuple[str, ...]:
         frames.append(
             f"{_module_path(module, frame.f_code.co_filename)}:{line} in {frame.f_code.co_name}"
         )
-    return tuple(reversed(frames))[:_MAX_FRAMES]
+    frames.reverse()
+    if len(frames) > _MAX_FRAMES:
+        # Keep where it was raised and the scheduler's own outer frames, which name its code.
+        frames = [*frames[:2], "...", *frames[2 - _MAX_FRAMES :]]
+    return tuple(frames)
 
 
 # The harness's frames between the engine and the scheduler's code.
