@@ -586,6 +586,11 @@ def test_the_last_armer_stops_the_alarm_and_restores_the_handler() -> None:
     assert signal.getsignal(signal.SIGALRM) == before
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
 class _HangsSwallowing:
     """Hangs, and swallows every ``Exception`` on the way."""
 
@@ -595,8 +600,7 @@ class _HangsSwallowing:
     def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
         while True:
             try:
-                while True:
-                    pass
+                _spin()
             except Exception:
                 continue
 
@@ -606,8 +610,7 @@ class _SwallowsEverything(_HangsSwallowing):
         swallowed = 0
         while True:
             try:
-                while True:
-                    pass
+                _spin()
             except BaseException:
                 swallowed += 1
                 if swallowed > 1:

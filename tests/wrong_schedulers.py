@@ -93,6 +93,11 @@ class SwallowsNotCached(ReferenceScheduler):
             super().after_resume(req)
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
 class HangsCatchingException(ReferenceScheduler):
     """Spins forever once it has three requests, swallowing every ``Exception``."""
 
@@ -101,8 +106,7 @@ class HangsCatchingException(ReferenceScheduler):
     ) -> SchedulerOutput:
         while len(active_requests) > 2:
             try:
-                while True:
-                    pass
+                _spin()
             except Exception:  # the defect under test
                 continue
         return super().schedule_request(active_requests, inflight_request_ids)
