@@ -73,6 +73,8 @@ class LifecycleFailure(AssertionError):
         self.run = run
         # Set once the trace shrinker has made this finding as small as it can.
         self.shrunk = False
+        # Whether the scheduler missed its deadline: its replays then each wait it out.
+        self.hung = False
         first = violations[0]
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
         super().__init__(f"[{first.invariant}] {first}{more}")
@@ -124,6 +126,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     examples_to_first_failure: ClassVar[int] = 0
     # Seconds the scheduler's code may take per call before it is a hang.
     schedule_deadline: ClassVar[float | None] = DEFAULT_SCHEDULE_DEADLINE
+    # True on the fresh subclass each ``search`` makes, whose class state dies with it.
+    own_search: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,6 +137,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.suspended: set[int] = set()
         self.submitted = 0
         self.failed = False
+        self.hung = False
 
     def _failure(self, violations: list[Violation]) -> LifecycleFailure:
         assert self.config is not None
@@ -140,7 +145,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         cls = type(self)
         cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
         run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
-        return LifecycleFailure(violations, run)
+        failure = LifecycleFailure(violations, run)
+        failure.hung = self.hung
+        return failure
 
     def _label(self, label: str) -> None:
         event(label)
@@ -170,6 +177,14 @@ class LifecycleMachine(RuleBasedStateMachine):
         for rid, outcome in snapshot.ended:
             if outcome == "finished" and rid in self.suspended:
                 self._label("completion after suspension")
+        errors = snapshot.step.errors if snapshot.step else ()
+        if any(e.kind == "scheduler_hung" for e in errors):
+            self.hung = True
+            cls = type(self)
+            if cls.own_search:
+                # Hypothesis replays a failing example before it reports it: once the
+                # scheduler has hung, this search's later engines wait a short deadline.
+                cls.schedule_deadline = min(shrink.HUNG_DEADLINE, cls.schedule_deadline or 1.0)
         return invariants.check(snapshot)
 
     def teardown(self) -> None:
@@ -303,6 +318,7 @@ def search(
             "examples_to_first_failure": 0,
             "progress": None if progress is None else staticmethod(progress),
             "schedule_deadline": schedule_deadline,
+            "own_search": True,
         },
     )
     run_settings = hypothesis.settings(
@@ -390,7 +406,7 @@ def minimized(
     run = failure.run
     factory = sut.load(run.sut)
     config, actions = shrink.minimize(
-        run.config, run.actions, factory, failure.invariant, schedule_deadline
+        run.config, run.actions, factory, failure.invariant, schedule_deadline, hung=failure.hung
     )
     outcome = checked_replay(config, actions, factory, schedule_deadline=schedule_deadline)
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original

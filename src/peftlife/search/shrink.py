@@ -216,17 +216,22 @@ def minimize(
     factory: SchedulerFactory,
     invariant: str,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    *,
+    hung: bool = False,
 ) -> tuple[EngineConfig, tuple[Action, ...]]:
     """A smaller world and action list that still fail on ``invariant``.
 
     Returns the input unchanged if it does not fail on ``invariant`` to begin with.
+    ``hung`` says the search saw the scheduler miss its deadline: the
+    confirming replay then already uses the short one.
     """
-    outcome = _outcome(config, actions, factory, schedule_deadline)
+    short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
+    outcome = _outcome(config, actions, factory, short if hung else schedule_deadline)
     if outcome is None or not outcome.violations or outcome.violations[0].invariant != invariant:
         return config, actions
     if outcome.hung:
         # Every hung replay waits out its deadline: shrink a hang with a short one.
-        schedule_deadline = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
+        schedule_deadline = short
     shrinker = _Shrinker(factory, invariant, config, actions, schedule_deadline)
     for _ in range(3):  # passes until nothing changes (bounded)
         before = (shrinker.config, shrinker.actions)
