@@ -4,6 +4,8 @@ registrations, an untrusted scheduler, determinism, and submit's validation."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import signal
 import time
 from typing import Any
@@ -12,12 +14,14 @@ import attrs
 import pytest
 
 from peftlife.checker.invariants import check
+from peftlife.search.trace import Action, checked_replay
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.kv import Residency
 from peftlife.world.protocol import Environment, SchedulerOutput
 from peftlife.world.request import LlmRequestState, Request
 from peftlife.world.snapshot import Snapshot
+from peftlife.world.watchdog import WATCHDOG, Watchdog
 
 ACTIVE, SUSPENDED, NONE = Residency.ACTIVE, Residency.SUSPENDED, Residency.NONE
 
@@ -547,8 +551,10 @@ def test_hung_scheduler_is_reported_within_the_deadline() -> None:
             while True:
                 pass
 
-    before = signal.getsignal(signal.SIGALRM)
+    gc.collect()
+    armers = WATCHDOG.armers
     engine = Engine(EngineConfig(), Hangs, schedule_deadline=0.2)
+    assert WATCHDOG.armers == armers + 1
     rid = engine.submit(prompt_len=4, max_new_tokens=1)
     start = time.monotonic()
     snap = engine.step()
@@ -559,9 +565,94 @@ def test_hung_scheduler_is_reported_within_the_deadline() -> None:
     assert error.kind == "scheduler_hung" and "0.2" in error.message
     assert invariant_names(snap) == {"scheduler_protocol"}
     assert engine.is_live(rid) and not snap.step.batch_ran
-    # The alarm is disarmed and the previous handler restored.
+    # Once the engine is gone it no longer holds the alarm.
+    del engine, snap
+    gc.collect()
+    assert WATCHDOG.armers == armers
+
+
+def test_the_last_armer_stops_the_alarm_and_restores_the_handler() -> None:
+    dog = Watchdog()
+    before = signal.getsignal(signal.SIGALRM)
+    timer = signal.getitimer(signal.ITIMER_REAL)
+    if timer != (0.0, 0.0):
+        pytest.skip("another alarm is running in this process")
+    assert dog.arm(1.0) and dog.arm(0.1)
+    assert signal.getitimer(signal.ITIMER_REAL)[1] > 0
+    dog.disarm()
+    assert signal.getitimer(signal.ITIMER_REAL)[1] > 0  # one armer left
+    dog.disarm()
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) == before
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+class _HangsSwallowing:
+    """Hangs, and swallows every ``Exception`` on the way."""
+
+    def __init__(self, env: Environment) -> None:
+        pass
+
+    def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
+        while True:
+            try:
+                _spin()
+            except Exception:
+                continue
+
+
+class _SwallowsEverything(_HangsSwallowing):
+    def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
+        swallowed = 0
+        while True:
+            try:
+                _spin()
+            except BaseException:
+                swallowed += 1
+                if swallowed > 1:
+                    raise
+
+
+def _factory_hangs(env: Environment) -> Any:
+    while True:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("factory", "what"),
+    [
+        (_HangsSwallowing, "schedule_request"),
+        (_SwallowsEverything, "schedule_request"),
+        (_factory_hangs, "the scheduler factory"),
+    ],
+    ids=["catches_exception", "swallows_once", "factory"],
+)
+def test_a_hang_cannot_be_swallowed(factory: Any, what: str) -> None:
+    engine = Engine(EngineConfig(), factory, schedule_deadline=0.1)
+    engine.submit(prompt_len=4, max_new_tokens=1)
+    snap = engine.step()
+    assert snap.step is not None
+    (error,) = snap.step.errors
+    assert (error.kind, error.message) == ("scheduler_hung", f"{what} did not return within 0.1 s")
+    assert invariant_names(snap) == {"scheduler_protocol"}
+
+
+def test_the_watchdog_is_armed_once_per_engine_not_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = Engine(EngineConfig(), ReferenceScheduler)
+    engine.submit(prompt_len=4, max_new_tokens=3)
+    touched: list[str] = []
+    monkeypatch.setattr(signal, "setitimer", lambda *a: touched.append("setitimer"))
+    monkeypatch.setattr(signal, "signal", lambda *a: touched.append("signal"))
+    for _ in range(5):
+        engine.step()
+    assert touched == []  # the passes themselves set no timer and no handler
+    assert WATCHDOG.armers >= 1
 
 
 # ---- determinism and hashable snapshots ----
@@ -710,3 +801,182 @@ def test_engine_config_refuses_unknown_chunking_policy_and_teardown() -> None:
             context_chunking_policy="EQUAL_PROGRESS",
         )
     )
+
+
+# ---- the scheduler writes only what is its own (8b); every escape is a finding ----
+
+
+class _Writes(_Wrapping):
+    """Writes one field of every active request, then schedules as the reference."""
+
+    field = "num_generated"
+    value: object = 1
+
+    def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+        for req in active:
+            setattr(req, self.field, self.value)
+        return out
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "before", "after"),
+    [
+        ("num_generated", 1, "0", "1"),
+        ("context_current_position", 2, "0", "2"),
+        ("state", LlmRequestState.GENERATION_COMPLETE, "CONTEXT_INIT", "GENERATION_COMPLETE"),
+        ("lora_task_id", 99, "1", "99"),
+        ("lora_weights", False, "True", "False"),
+        ("prompt_len", 1, "4", "1"),
+        ("max_new_tokens", 9, "2", "9"),
+        ("num_folded", 3, "0", "3"),
+    ],
+)
+def test_a_write_to_a_field_that_is_not_the_schedulers_is_a_finding_and_undone(
+    field: str, value: object, before: str, after: str
+) -> None:
+    writer = type("W", (_Writes,), {"field": field, "value": value})
+    engine = Engine(EngineConfig(adapter_pages=((1, 1),)), writer)
+    rid = engine.submit(prompt_len=4, max_new_tokens=2, lora_task_id=1, lora_weights=True)
+    snap = engine.step()  # must not raise, whatever was written
+    v = next(v for v in check(snap) if v.invariant == "scheduler_writes_only_its_own")
+    assert (v.subject, v.found) == (
+        f"request {rid}",
+        f"the scheduler changed {field} from {before} to {after}",
+    )
+    # The engine put the field back before running the batch.
+    view = snap.request(rid)
+    assert (
+        view is not None
+        and view.prompt_len == 4
+        and view.state is LlmRequestState.GENERATION_IN_PROGRESS
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("context_chunk_size", 3), ("py_batch_idx", None), ("estimated_reusable_tokens", 0)],
+)
+def test_the_schedulers_own_fields_are_its_to_write(field: str, value: object) -> None:
+    writer = type("W", (_Writes,), {"field": field, "value": value})
+    engine = Engine(EngineConfig(), writer)
+    engine.submit(prompt_len=4, max_new_tokens=2)
+    snap = engine.step()
+    assert snap.step is not None and snap.step.writes == ()
+
+
+def test_weights_the_manager_drops_on_the_schedulers_registration_are_not_its_write() -> None:
+    # The reference re-registers a resumed request itself: the manager drops its weights.
+    engine = make(device_pages=2, host_pages=8, tokens_per_block=4, adapter_pages=((1, 1),))
+    rid = engine.submit(prompt_len=4, max_new_tokens=6, lora_task_id=1, lora_weights=True)
+    step(engine)
+    engine.kv_cache_manager.fail_next_grows()
+    step(engine)  # self eviction
+    engine._requests[rid].lora_weights = True  # carries weights again, as a new upload would
+    snap = step(engine)  # resumed and registered by the scheduler
+    assert snap.step is not None and snap.step.writes == ()
+    assert any(c.caller == "scheduler" and c.method == "add_request_peft" for c in snap.step.calls)
+
+
+class _RegistersUncached(_Wrapping):
+    """Registers every request itself before the pass; one without weights raises."""
+
+    def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+        return out
+
+    def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
+        assert self.inner.peft is not None
+        for req in active:
+            self.inner.peft.add_request_peft(req)
+        return super().schedule_request(active, inflight)
+
+
+def test_add_request_peft_raising_inside_the_pass_is_a_finding_with_frames() -> None:
+    engine = Engine(EngineConfig(adapter_pages=((1, 1),)), _RegistersUncached)
+    engine.submit(prompt_len=4, max_new_tokens=2, lora_task_id=1, lora_weights=False)
+    snap = engine.step()
+    assert snap.step is not None
+    (error,) = snap.step.errors
+    assert error.kind == "scheduler_raised" and error.exception == "PeftTaskNotCachedException"
+    assert error.frames[0].startswith("peftlife/world/peft.py:")
+    assert "test_engine.py:" in error.frames[1]
+    assert error.frames[1].endswith("in schedule_request")
+    assert " (at peftlife/world/peft.py:" in error.message
+    assert check(snap)[0].invariant == "scheduler_protocol"
+
+
+class _SwallowsAfterRecompute(ReferenceScheduler):
+    """Registers a request it just recompute-paused, hiding what the manager raises."""
+
+    def release_on_recompute_pause(self, req: Request) -> None:
+        super().release_on_recompute_pause(req)
+        assert self.peft is not None
+        with contextlib.suppress(Exception):  # the defect under test
+            self.peft.add_request_peft(req)
+
+
+def test_a_schedulers_own_registration_does_not_end_recompute_pending() -> None:
+    # A trace the search found: request 3 is preempted while ACTIVE during the drain.
+    config = EngineConfig(
+        device_pages=4,
+        tokens_per_block=3,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((2, 1),),
+        max_num_tokens=1,
+        max_batch_size=1,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+    )
+    actions = [
+        Action("submit", lora_task_id=2, prompt_len=1, max_new_tokens=1),
+        Action("fail_grow"),
+        Action("submit", prompt_len=10, max_new_tokens=1),
+        Action("step"),
+        Action("fail_grow"),
+        Action("submit", lora_task_id=2, lora_weights=True, prompt_len=2, max_new_tokens=1),
+        Action("fail_grow"),
+        Action("step"),
+    ]
+    outcome = checked_replay(config, actions, _SwallowsAfterRecompute)
+    last = outcome.snapshots[-1]
+    assert last.step is not None
+    (again,) = [
+        c
+        for c in last.step.calls
+        if c.caller == "scheduler" and c.method == "add_request_peft" and c.result == "ok"
+    ]
+    view = last.request(again.request_id or 0)
+    assert view is not None and view.recompute_pending and view.target.residency is NONE
+    first = outcome.violations[0]
+    assert (first.invariant, first.found) == ("ownership_follows_residency", "active")
+    assert "no_duplicate_registration" in {v.invariant for v in outcome.violations}
+
+
+def test_keyboard_interrupt_stops_the_run() -> None:
+    class Interrupted(_Wrapping):
+        def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+            raise KeyboardInterrupt
+
+    engine = Engine(EngineConfig(), Interrupted)
+    engine.submit(prompt_len=4, max_new_tokens=1)
+    with pytest.raises(KeyboardInterrupt):
+        engine.step()
+
+
+def test_a_deep_exception_keeps_where_it_was_raised_and_the_schedulers_outer_frames() -> None:
+    class Deep(_Wrapping):
+        def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+            return self.dive(20)
+
+        def dive(self, depth: int) -> Any:
+            if depth == 0:
+                raise ValueError("at the bottom")
+            return self.dive(depth - 1)
+
+    engine = Engine(EngineConfig(), Deep)
+    engine.submit(prompt_len=4, max_new_tokens=1)
+    snap = engine.step()
+    assert snap.step is not None
+    (error,) = snap.step.errors
+    assert len(error.frames) == 7 and error.frames[2] == "..."
+    assert error.frames[0].endswith("in dive") and error.frames[-1].endswith("in schedule_request")

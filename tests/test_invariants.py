@@ -25,6 +25,7 @@ from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import LlmRequestState
 from peftlife.world.snapshot import (
     AdapterView,
+    FieldWrite,
     ListedView,
     LoraCacheView,
     OutputRecord,
@@ -131,7 +132,7 @@ def listed(request_id: int, where: str, **changes: object) -> ListedView:
         "context": dict(state=CTX, started=False, target=NONE, chunk_size=6, context_remaining=6),
         "generation": dict(state=GEN, started=True, target=ACTIVE),
         "paused": dict(state=GEN, started=True, target=SUSPENDED),
-        "recompute_paused": dict(state=GEN, started=True, target=NONE),
+        "recompute_paused": dict(state=GEN, started=True, target=NONE, started_before=True),
     }
     fields: dict[str, object] = dict(
         request_id=request_id,
@@ -288,6 +289,7 @@ def test_invariants_are_the_twelve_of_the_spec_in_order() -> None:
         "host_pin_follows_ownership",
         "scheduled_owned_and_resident",
         "output_lists_well_formed",
+        "scheduler_writes_only_its_own",
         "draft_mirrors_target",
         "pages_conserved",
         "no_scheduler_caused_fault",
@@ -348,6 +350,11 @@ BREAKS: list[tuple[str, Callable[[Snapshot], Snapshot], str]] = [
     (
         "output_lists_well_formed",
         lambda s: with_output(s, listed(1, "generation"), listed(1, "paused")),
+        "request 1",
+    ),
+    (
+        "scheduler_writes_only_its_own",
+        lambda s: with_step(s, writes=(FieldWrite(1, "num_generated", "1", "4"),)),
         "request 1",
     ),
     (
@@ -633,31 +640,132 @@ def test_phantom_release_is_flagged_whoever_makes_it() -> None:
 # ---- 4. no duplicate registration ----
 
 
-def registration(caller: Caller, already_active: bool) -> Call:
+def registration(caller: Caller, already_active: bool, rid: int = 1, **facts: object) -> Call:
+    detail: dict[str, object] = dict(
+        already_active=already_active, was_paused=False, registered_before=True, started=True
+    )
+    detail.update(facts)
+    return call("add_request_peft", rid, caller=caller, args=peft_args(), result="ok", **detail)
+
+
+def kv_call(method: str, before: str, after: str, result: object = True, **kw: object) -> Call:
     return call(
-        "add_request_peft",
+        method,
         1,
-        caller=caller,
-        args=peft_args(),
-        result="ok",
-        already_active=already_active,
-        was_paused=False,
-        registered_before=True,
+        component=kw.pop("component", "target"),
+        result=result,  # type: ignore[arg-type]
+        before=before,
+        after=after,
+        **kw,
     )
 
 
+RESUMED = kv_call("try_allocate_generation", "suspended", "active")
+
+
 def test_scheduler_registering_an_active_request_is_flagged() -> None:
-    s = with_calls(baseline(), registration("scheduler", already_active=True))
-    only("no_duplicate_registration", s, "request 1 (adapter 7)")
+    s = with_calls(baseline(), RESUMED, registration("scheduler", already_active=True))
+    v = only("no_duplicate_registration", s, "request 1 (adapter 7)")
+    assert v.found == "the scheduler registered it again while it was in active"
 
 
 @pytest.mark.parametrize(
     "allowed",
-    [registration("prepare_resources", True), registration("scheduler", False)],
-    ids=["executor per-chunk registration", "scheduler resume of a paused request"],
+    [
+        (registration("prepare_resources", True),),
+        (RESUMED, registration("scheduler", False)),
+        # A failed grow leaves the resumed cache ACTIVE; the retry succeeds.
+        (
+            kv_call("try_allocate_generation", "suspended", "active", result=False),
+            kv_call("try_allocate_generation", "active", "active"),
+            registration("scheduler", False),
+        ),
+    ],
+    ids=["executor per-chunk registration", "scheduler resume", "resume then retry"],
 )
-def test_allowed_registrations(allowed: Call) -> None:
-    assert_clean("no_duplicate_registration", with_calls(baseline(), allowed))
+def test_allowed_registrations(allowed: tuple[Call, ...]) -> None:
+    assert_clean("no_duplicate_registration", with_calls(baseline(), *allowed))
+
+
+@pytest.mark.parametrize(
+    ("calls", "pending", "found"),
+    [
+        (
+            (registration("scheduler", False, started=False),),
+            (),
+            "the scheduler registered a request that has not started (the executor's to do)",
+        ),
+        (
+            (RESUMED, registration("scheduler", False)),
+            (1,),
+            "the scheduler registered a recompute-pending request "
+            "(the executor registers it when its first chunk runs again)",
+        ),
+        (
+            (
+                kv_call("free_resources", "active", "none", None, had_cache=True, started=True),
+                registration("scheduler", False),
+            ),
+            (),
+            "the scheduler registered a recompute-pending request "
+            "(the executor registers it when its first chunk runs again)",
+        ),
+        (
+            (registration("scheduler", False),),
+            (),
+            "the scheduler registered a request it did not resume in this pass",
+        ),
+        (
+            (
+                kv_call("try_allocate_generation", "suspended", "active", result=False),
+                registration("scheduler", False),
+            ),
+            (),
+            "the scheduler registered it before its allocation succeeded",
+        ),
+        (
+            (
+                RESUMED,
+                kv_call("revert_allocate_generation", "active", "active", None),
+                registration("scheduler", False),
+            ),
+            (),
+            "the scheduler registered it before its allocation succeeded",
+        ),
+        (
+            (RESUMED, registration("scheduler", False), registration("scheduler", False)),
+            (),
+            "the scheduler registered it a second time in one pass",
+        ),
+    ],
+    ids=[
+        "first chunk",
+        "recompute-pending before the pass",
+        "freed for recompute in this pass",
+        "not resumed",
+        "allocation failed",
+        "allocation reverted",
+        "twice",
+    ],
+)
+def test_registration_by_the_scheduler_is_only_on_resume(
+    calls: tuple[Call, ...], pending: tuple[int, ...], found: str
+) -> None:
+    s = with_step(baseline(), calls=calls, recompute_pending_before=frozenset(pending))
+    v = only("no_duplicate_registration", s, "request 1 (adapter 7)")
+    assert v.found == found
+
+
+def test_registration_with_a_draft_pool_waits_for_the_draft_allocation() -> None:
+    s = baseline(draft=True)
+    early = with_calls(s, RESUMED, registration("scheduler", False))
+    v = only("no_duplicate_registration", early, "request 1 (adapter 7)")
+    assert v.found == "the scheduler registered it before its allocation succeeded"
+    draft_ok = kv_call("try_allocate_generation", "suspended", "active", component="draft")
+    assert_clean(
+        "no_duplicate_registration",
+        with_calls(s, RESUMED, draft_ok, registration("scheduler", False)),
+    )
 
 
 # ---- 5. device pin follows ownership ----
@@ -922,6 +1030,74 @@ def test_frees_that_need_no_recompute_listing(freed: Call) -> None:
     assert_clean("output_lists_well_formed", with_calls(with_output(baseline()), freed))
 
 
+def budgeted(
+    *views: ListedView, batch: int = 8, tokens: int = 64, chunking: bool = True
+) -> Snapshot:
+    record = attrs.evolve(
+        output(*views), max_batch_size=batch, max_num_tokens=tokens, chunking=chunking
+    )
+    return with_step(baseline(), output=record)
+
+
+def test_the_batch_keeps_max_batch_size() -> None:
+    views = (listed(1, "generation"), listed(2, "context", chunk_size=1))
+    assert_clean("output_lists_well_formed", budgeted(*views, batch=2))
+    v = only("output_lists_well_formed", budgeted(*views, batch=1), "the batch")
+    assert (v.expected, v.found) == ("at most max_batch_size = 1 requests", "2 requests")
+
+
+def test_the_batch_keeps_max_num_tokens() -> None:
+    # A generation request counts one token, a context request its chunk.
+    views = (listed(1, "generation"), listed(2, "context", chunk_size=4))
+    assert_clean("output_lists_well_formed", budgeted(*views, tokens=5))
+    v = only("output_lists_well_formed", budgeted(*views, tokens=4), "the batch")
+    assert (v.expected, v.found) == ("at most max_num_tokens = 4 tokens", "5 tokens")
+
+
+def test_without_chunking_a_context_runs_whole() -> None:
+    whole = listed(2, "context", chunk_size=6)
+    assert_clean("output_lists_well_formed", budgeted(whole, chunking=False))
+    v = only(
+        "output_lists_well_formed",
+        budgeted(listed(2, "context", chunk_size=4), chunking=False),
+        "request 2",
+    )
+    assert (v.expected, v.found) == (
+        "with chunking off, the whole remaining context (6)",
+        "a chunk of 4",
+    )
+
+
+@pytest.mark.parametrize(
+    ("before", "flagged"),
+    [
+        ({"started_before": False, "cache_before": False}, True),
+        ({"started_before": False, "cache_before": True}, False),
+        ({"started_before": True, "cache_before": False}, False),
+    ],
+)
+def test_recompute_paused_must_have_started_or_held_a_cache(
+    before: dict[str, bool], flagged: bool
+) -> None:
+    s = with_output(baseline(), listed(1, "recompute_paused", **before))
+    if flagged:
+        v = only("output_lists_well_formed", s, "request 1")
+        assert v.found == "one that was neither"
+    else:
+        assert_clean("output_lists_well_formed", s)
+
+
+# ---- 8b. the scheduler writes only what is its own ----
+
+
+def test_a_write_names_the_field_the_request_and_both_values() -> None:
+    s = with_step(
+        baseline(), writes=(FieldWrite(2, "state", "CONTEXT_INIT", "GENERATION_COMPLETE"),)
+    )
+    v = only("scheduler_writes_only_its_own", s, "request 2")
+    assert v.found == "the scheduler changed state from CONTEXT_INIT to GENERATION_COMPLETE"
+
+
 # ---- 9. draft mirrors target ----
 
 
@@ -1009,16 +1185,6 @@ def test_lora_cache_counts_done_entries_as_held() -> None:
 # ---- 11. no scheduler-caused fault ----
 
 
-def peft_failure(exception: str, registered_before: bool) -> StepError:
-    return StepError(
-        "add_request_peft_failed",
-        f"add_request_peft(2) raised {exception}: ...",
-        request_id=2,
-        exception=exception,
-        registered_before=registered_before,
-    )
-
-
 @pytest.mark.parametrize("exception", ["LoraCacheFullException", "PeftTaskNotCachedException"])
 def test_ensure_batch_failure_is_flagged(exception: str) -> None:
     err = StepError("ensure_batch_failed", f"ensure_batch raised {exception}", exception=exception)
@@ -1026,24 +1192,36 @@ def test_ensure_batch_failure_is_flagged(exception: str) -> None:
     assert v.found == f"ensure_batch raised {exception}"
 
 
-def test_not_cached_for_a_registered_request_is_flagged() -> None:
-    s = with_errors(baseline(), peft_failure("PeftTaskNotCachedException", True))
+def refused(result: str, registered_before: bool, caller: Caller = "scheduler") -> Call:
+    return call(
+        "add_request_peft",
+        2,
+        caller=caller,
+        args=peft_args(),
+        result=result,
+        registered_before=registered_before,
+    )
+
+
+@pytest.mark.parametrize("caller", ["scheduler", "prepare_resources"])
+def test_not_cached_for_a_registered_request_is_flagged(caller: Caller) -> None:
+    # Judged from the ledger: flagged even when the scheduler caught the exception.
+    s = with_calls(baseline(), refused("not_cached", True, caller))
     v = only("no_scheduler_caused_fault", s, "request 2")
-    assert v.found.startswith("add_request_peft(2) raised PeftTaskNotCachedException")
+    assert v.found.startswith(
+        f"add_request_peft(2) by the {caller.replace('_', ' ')} raised PeftTaskNotCachedException"
+    )
 
 
 @pytest.mark.parametrize(
-    "err",
-    [
-        peft_failure("PeftTaskNotCachedException", False),
-        peft_failure("LoraCacheFullException", True),
-        peft_failure("LoraCacheFullException", False),
-        StepError("scheduler_raised", "schedule_request raised ValueError: x"),
-    ],
-    ids=["not cached, never registered", "host full, registered", "host full, new", "other"],
+    "refusal",
+    [refused("not_cached", False), refused("host_full", True), refused("host_full", False)],
+    ids=["not cached, never registered", "host full, registered", "host full, new"],
 )
-def test_allowed_failures(err: StepError) -> None:
-    assert_clean("no_scheduler_caused_fault", with_errors(baseline(), err))
+def test_allowed_failures(refusal: Call) -> None:
+    assert_clean("no_scheduler_caused_fault", with_calls(baseline(), refusal))
+    other = StepError("scheduler_raised", "schedule_request raised ValueError: x")
+    assert_clean("no_scheduler_caused_fault", with_errors(baseline(), other))
 
 
 # ---- the scheduler protocol ----
@@ -1288,3 +1466,24 @@ def test_drained_world_not_judged_while_requests_live() -> None:
         pools=(pool(),),
     )
     assert list(_drained_empty(world)) == []
+
+
+def _lora_history(order: tuple[int, int]) -> Snapshot:
+    """Adapters 1 and 2 each used by one request, in ``order``; both done at the end."""
+    engine = Engine(
+        EngineConfig(lora_device_pages=2, lora_host_pages=2, adapter_pages=((1, 1), (2, 1))),
+        ReferenceScheduler,
+    )
+    for task in order:
+        engine.submit(prompt_len=2, max_new_tokens=1, lora_task_id=task, lora_weights=True)
+        engine.step()
+    return engine.snapshot()
+
+
+def test_the_livelock_fingerprint_covers_the_lora_eviction_order() -> None:
+    one, other = _lora_history((1, 2)), _lora_history((2, 1))
+    # Same entries, both done: only the order of eviction tells the worlds apart.
+    assert [c.entries for c in one.lora_caches] == [c.entries for c in other.lora_caches]
+    assert [c.eviction_order for c in one.lora_caches] == [(1, 2), (1, 2)]
+    assert [c.eviction_order for c in other.lora_caches] == [(2, 1), (2, 1)]
+    assert one.world() != other.world()

@@ -835,14 +835,18 @@ def test_every_call_is_recorded_in_the_ledger_in_order() -> None:
         ("target", "prepare_context", 7, True),
         ("target", "free_resources", 7, None),
     ]
-    assert p.ledger.calls[1].detail == (("num_tokens", 8), ("capacity", 8))
-    assert p.ledger.calls[2].detail == (("fault", "no_device_room"),)
-    assert p.ledger.calls[4].detail == (("moved_to_host", True),)
-    assert p.ledger.calls[5].detail == ()  # a clean resume carries no fault
-    assert dict(p.ledger.calls[6].detail) == {
+    facts = [dict(c.detail) for c in p.ledger.calls]
+    assert facts[1] == {"num_tokens": 8, "capacity": 8, "before": "active", "after": "active"}
+    assert facts[2] == {"fault": "no_device_room", "before": "active", "after": "active"}
+    assert facts[4] == {"moved_to_host": True, "before": "active", "after": "suspended"}
+    # A clean resume carries no fault; its residency says it resumed.
+    assert facts[5] == {"before": "suspended", "after": "active"}
+    assert facts[6] == {
         "had_cache": True,
         "was_active": True,
         "started": False,
+        "before": "active",
+        "after": "none",
     }
 
 

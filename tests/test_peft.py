@@ -692,6 +692,7 @@ def test_ledger_records_first_add_request_peft_with_caller_and_facts() -> None:
         "already_active": False,
         "was_paused": False,
         "registered_before": False,
+        "started": False,
     }
 
 
@@ -706,6 +707,7 @@ def test_ledger_add_request_peft_twice_reports_already_active() -> None:
         "already_active": True,
         "was_paused": False,
         "registered_before": True,
+        "started": False,
     }
 
 
@@ -723,6 +725,7 @@ def test_ledger_add_request_peft_resume_reports_was_paused() -> None:
         "already_active": False,
         "was_paused": True,
         "registered_before": True,
+        "started": False,
     }
 
 

@@ -320,6 +320,12 @@ _PREEMPT = (
     STEP,  # 2: R1 takes chunk 4 (2 pages, pool full); no token left for R2
     STEP,  # 3: R1's last chunk cannot grow, no lower tier: R2 (ACTIVE) is preempted
 )
+# R2 (X) is preempted while ACTIVE at step 3 and leaves recompute-paused.
+_R2_PREEMPTED = (
+    Submit("R1", prompt_len=5, max_new_tokens=1),
+    Submit("R2", adapter=X, prompt_len=6, max_new_tokens=1),
+    *_PREEMPT,  # 3: R1 finishes; R2 is recompute-paused, in paused[X]
+)
 _PREEMPTED = (
     Called("resize_context", "R1", result=False, facts=_fault("failed_grow"), step=1),
     Called("resize_context", "R1", result=False, facts=_fault("no_device_room"), step=3),
@@ -413,11 +419,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             "started and ACTIVE, has its KV freed; it must move to paused[X]."
         ),
         config=_PREEMPT_WORLD,
-        actions=(
-            Submit("R1", prompt_len=5, max_new_tokens=1),
-            Submit("R2", adapter=X, prompt_len=6, max_new_tokens=1),
-            *_PREEMPT,  # 3: R1 finishes; R2 is recompute-paused, in paused[X]
-        ),
+        actions=_R2_PREEMPTED,
         reached=_PREEMPTED,
         mutant_shows=("ownership_follows_residency",),
     ),
@@ -578,6 +580,51 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         mutant_shows=("no_scheduler_caused_fault",),
     ),
+    Scenario(
+        name="recompute_pause_reregisters",
+        description=(
+            "The preemption above: R2, started and ACTIVE, has its KV freed and is released "
+            "with pause; it stays recompute-pending until the executor registers its first "
+            "chunk again, whatever the scheduler calls in between."
+        ),
+        config=_PREEMPT_WORLD,
+        actions=_R2_PREEMPTED,  # the mutant registers R2 again at step 3
+        reached=_PREEMPTED,
+        mutant_shows=("ownership_follows_residency", "no_duplicate_registration"),
+    ),
+    Scenario(
+        name="token_budget_ignored",
+        description=(
+            "A budget of 4 tokens and two prompts of 3: the first runs whole, the second "
+            "gets the one token left (a chunk of 1), never its whole prompt."
+        ),
+        config=EngineConfig(max_num_tokens=4, enable_chunked_context=True, chunk_unit_size=1),
+        actions=(
+            Submit("A", prompt_len=3, max_new_tokens=1),
+            Submit("B", prompt_len=3, max_new_tokens=1),
+            STEP,  # 1: A runs whole (3 tokens), B a chunk of 1; the mutant runs both whole
+        ),
+        reached=(
+            Called("resize_context", "A", facts=(("capacity", 3),), step=1),
+            Called("resize_context", "B", facts=(("capacity", 1),), step=1),
+        ),
+        mutant_shows=("output_lists_well_formed",),
+    ),
+    Scenario(
+        name="finishes_by_writing_tokens",
+        description=(
+            "A generates three tokens; only the executor moves its token count, so it "
+            "finishes at the third step, not when a scheduler says so."
+        ),
+        config=EngineConfig(),
+        actions=(
+            Submit("A", prompt_len=2, max_new_tokens=3),
+            STEP,  # 1: A prefills and emits token 1
+            STEP,  # 2: A emits token 2; the mutant sets it to 2 before the executor runs
+        ),
+        reached=(Called("try_allocate_generation", "A", result=True, step=2),),
+        mutant_shows=("scheduler_writes_only_its_own",),
+    ),
 )
 
 BY_NAME = {s.name: s for s in SCENARIOS}
@@ -608,7 +655,7 @@ def _describe(obs: Observation) -> str:
 
 
 def test_one_scenario_per_mutant() -> None:
-    assert len(SCENARIOS) == len(BY_NAME) == 9
+    assert len(SCENARIOS) == len(BY_NAME) == len(mutants.CATALOGUE)
     assert set(BY_NAME) == {m.name for m in mutants.CATALOGUE}
 
 

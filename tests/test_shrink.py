@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from peftlife.checker.drain import can_drain
 from peftlife.search import shrink
 from peftlife.search.trace import Action, checked_replay
@@ -86,3 +88,29 @@ def test_removing_a_submit_renumbers_later_cancels_and_drops_its_own() -> None:
 def test_draft_faults_land_on_the_target_once_the_draft_pool_is_gone() -> None:
     _, actions = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     assert all(a.pool == "target" for a in actions)
+
+
+class _HangsWithThree(ReferenceScheduler):
+    """Spins once it has three requests; counts how often it did."""
+
+    hangs = 0
+
+    def schedule_request(self, active_requests: list[Any], inflight: set[int]) -> Any:
+        if len(active_requests) > 2:
+            type(self).hangs += 1
+            while True:
+                pass
+        return super().schedule_request(active_requests, inflight)
+
+
+def test_a_hang_is_shrunk_with_a_bounded_number_of_hung_replays() -> None:
+    actions = (SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, STEP)
+    _HangsWithThree.hangs = 0
+    config, smaller = shrink.minimize(
+        CONFIG, actions, _HangsWithThree, "scheduler_protocol", schedule_deadline=0.05
+    )
+    # The confirming replay, then at most HUNG_REPLAYS hung shrink replays.
+    assert _HangsWithThree.hangs <= 1 + shrink.HUNG_REPLAYS
+    assert len(smaller) < len(actions)
+    outcome = checked_replay(config, smaller, _HangsWithThree, schedule_deadline=0.05)
+    assert outcome.hung and outcome.violations[0].invariant == "scheduler_protocol"

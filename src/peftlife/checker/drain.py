@@ -32,113 +32,6 @@ def drain_bound(engine: Engine) -> int:
     return 50 + 4 * remaining
 
 
-def can_drain(config: EngineConfig, requests: list[tuple[int | None, int, int]]) -> bool:
-    """Whether a world can always drain: the premise under which invariant 12 binds.
-
-    ``requests`` lists ``(adapter, prompt_len, max_new_tokens)``.
-    """
-    adapter_pages = dict(config.adapter_pages)
-    pools = [(config.device_pages, config.host_pages)]
-    if config.draft_device_pages is not None:
-        pools.append((config.draft_device_pages, config.draft_host_pages))
-    if adapter_pages and max(adapter_pages.values()) > config.lora_device_pages:
-        return False
-    need = [-(-(prompt + outputs) // config.tokens_per_block) for _, prompt, outputs in requests]
-    for (_, prompt, outputs), pages in zip(requests, need, strict=True):
-        if any(pages > dev for dev, _ in pools):
-            return False
-        if not config.enable_chunked_context and prompt + outputs - 1 > config.max_num_tokens:
-            return False
-    # Without recompute pause only suspension frees device pages, and a suspension
-    # that finds the lower tier full frees nothing: the tier must hold every cache at once.
-    return config.enable_recompute_pause or all(host >= sum(need) for _, host in pools)
-
-
-def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check) -> DrainResult:
-    """Stop arrivals, clear faults and step until every request has ended.
-
-    Checks every invariant after each step, then that nothing is held. A world
-    that repeats exactly ends the drain early as a livelock, but only for a
-    scheduler that declares ``keeps_no_state_between_passes``.
-    """
-    engine.clear_faults()
-    bound = drain_bound(engine)
-    binds = can_drain(
-        engine.config,
-        [(r.lora_task_id, r.prompt_len, r.max_new_tokens) for r in engine.live_requests],
-    )
-    stateless = bool(getattr(engine.scheduler, "keeps_no_state_between_passes", False))
-    seen: set[Snapshot] = set()
-    snapshots: list[Snapshot] = []
-    violations: list[Violation] = []
-    steps = 0
-    while engine.live_requests and steps < bound:
-        snap = engine.step()
-        steps += 1
-        snapshots.append(snap)
-        violations = checker(snap)
-        if violations:
-            break
-        if stateless and binds:
-            world = snap.world()
-            if world in seen:
-                why = f"livelock: the world repeated exactly after {steps} drain iterations"
-                violations = [_undrained(engine, why)]
-                break
-            seen.add(world)
-    if not violations and engine.live_requests and binds:
-        violations = [
-            _undrained(engine, f"still live after the drain's bound of {bound} iterations")
-        ]
-    if not violations:
-        violations = list(_drained_empty(engine.snapshot()))
-    return DrainResult(steps, bound, tuple(violations), tuple(snapshots))
-
-
-def _undrained(engine: Engine, why: str) -> Violation:
-    live = sorted(r.request_id for r in engine.live_requests)
-    return Violation(
-        "drain_completes",
-        f"requests {live}",
-        "every request finished or failed",
-        why,
-        engine.iteration,
-    )
-
-
-def _drained_empty(s: Snapshot) -> Iterator[Violation]:
-    """After a complete drain: no owner, no page held, every LoRA cache entry done."""
-    if s.requests:
-        return
-    for a in s.adapters:
-        if a.active or a.paused:
-            yield Violation(
-                "drain_completes",
-                f"adapter {a.task_id}",
-                "no owner once every request has ended",
-                f"active {sorted(a.active)}, paused {sorted(a.paused)}",
-                s.iteration,
-            )
-        for where, entry in (("device", a.device), ("host", a.host)):
-            if entry is not None and entry.in_use:
-                yield Violation(
-                    "drain_completes",
-                    f"adapter {a.task_id}",
-                    f"{where} entry done once every request has ended",
-                    "still in use",
-                    s.iteration,
-                )
-    for pool in s.pools:
-        if pool.holders or pool.device_free != pool.device_capacity:
-            yield Violation(
-                "drain_completes",
-                f"{pool.name} pool",
-                "no page held once every request has ended",
-                f"{pool.device_capacity - pool.device_free} device pages held",
-                s.iteration,
-            )
-
-
 def drain_premise_broken(
     config: EngineConfig, requests: list[tuple[int | None, int, int]]
 ) -> str | None:
@@ -196,3 +89,108 @@ def drain_premise_broken(
                     f"but {host_name} is {host}: raise {host_name} or turn recompute pause on"
                 )
     return None
+
+
+def can_drain(config: EngineConfig, requests: list[tuple[int | None, int, int]]) -> bool:
+    """Whether a world can always drain: the premise under which invariant 12 binds.
+
+    >>> can_drain(EngineConfig(), [(None, 4, 2)])
+    True
+    """
+    return drain_premise_broken(config, requests) is None
+
+
+def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check) -> DrainResult:
+    """Stop arrivals, clear faults and step until every request has ended.
+
+    Checks every invariant after each step, then that nothing is held. A world
+    that repeats exactly ends the drain early as a livelock, but only for a
+    scheduler that declares ``keeps_no_state_between_passes``.
+    """
+    engine.clear_faults()
+    bound = drain_bound(engine)
+    binds = can_drain(
+        engine.config,
+        [(r.lora_task_id, r.prompt_len, r.max_new_tokens) for r in engine.live_requests],
+    )
+    stateless = _declares_no_state(engine.scheduler)
+    seen: set[Snapshot] = set()
+    snapshots: list[Snapshot] = []
+    violations: list[Violation] = []
+    steps = 0
+    while engine.live_requests and steps < bound:
+        snap = engine.step()
+        steps += 1
+        snapshots.append(snap)
+        violations = checker(snap)
+        if violations:
+            break
+        if stateless and binds:
+            world = snap.world()
+            if world in seen:
+                why = f"livelock: the world repeated exactly after {steps} drain iterations"
+                violations = [_undrained(engine, why)]
+                break
+            seen.add(world)
+    if not violations and engine.live_requests and binds:
+        violations = [
+            _undrained(engine, f"still live after the drain's bound of {bound} iterations")
+        ]
+    if not violations:
+        violations = list(_drained_empty(engine.snapshot()))
+    return DrainResult(steps, bound, tuple(violations), tuple(snapshots))
+
+
+def _declares_no_state(scheduler: object) -> bool:
+    """Whether the scheduler declares ``keeps_no_state_between_passes = True``.
+
+    Only the literal True counts, and a declaration that cannot be read is none.
+    """
+    try:
+        return getattr(scheduler, "keeps_no_state_between_passes", False) is True
+    except Exception:  # the SUT is untrusted, its attributes too
+        return False
+
+
+def _undrained(engine: Engine, why: str) -> Violation:
+    live = sorted(r.request_id for r in engine.live_requests)
+    return Violation(
+        "drain_completes",
+        f"requests {live}",
+        "every request finished or failed",
+        why,
+        engine.iteration,
+    )
+
+
+def _drained_empty(s: Snapshot) -> Iterator[Violation]:
+    """After a complete drain: no owner, no page held, every LoRA cache entry done."""
+    if s.requests:
+        return
+    for a in s.adapters:
+        if a.active or a.paused:
+            yield Violation(
+                "drain_completes",
+                f"adapter {a.task_id}",
+                "no owner once every request has ended",
+                f"active {sorted(a.active)}, paused {sorted(a.paused)}",
+                s.iteration,
+            )
+        for where, entry in (("device", a.device), ("host", a.host)):
+            if entry is not None and entry.in_use:
+                yield Violation(
+                    "drain_completes",
+                    f"adapter {a.task_id}",
+                    f"{where} entry done once every request has ended",
+                    "still in use",
+                    s.iteration,
+                )
+    for pool in s.pools:
+        if pool.holders or pool.device_free != pool.device_capacity:
+            yield Violation(
+                "drain_completes",
+                f"{pool.name} pool",
+                "no page held once every request has ended",
+                f"{pool.device_capacity - pool.device_free} device pages held",
+                s.iteration,
+            )

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 import attrs
 
 from peftlife.world.kv import Residency
-from peftlife.world.snapshot import AdapterView, RequestView, Snapshot
+from peftlife.world.ledger import Call
+from peftlife.world.snapshot import AdapterView, OutputRecord, RequestView, Snapshot
 
 
 @attrs.frozen
@@ -162,22 +163,82 @@ def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
             )
 
 
+@attrs.define
+class _KvTrack:
+    """One request's KV as the scheduler's calls of one pass moved it."""
+
+    resumed: bool = False  # target went SUSPENDED -> ACTIVE in this pass
+    active: bool = False  # target ACTIVE after the last target call
+    allocated: dict[str, bool] = attrs.field(factory=dict)  # last allocation outcome per pool
+
+    def follow(self, call: Call) -> None:
+        pool = call.component
+        if pool == "target":
+            self.resumed |= call.get("before") == "suspended" and call.get("after") == "active"
+            self.active = call.get("after") == "active"
+        if call.method in ("try_allocate_generation", "resize_context"):
+            self.allocated[pool] = bool(call.result)
+        elif call.method in ("revert_allocate_generation", "suspend_request", "free_resources"):
+            self.allocated[pool] = False
+
+
+def _registration_problem(
+    call: Call, kv: _KvTrack, pools: int, pending: bool, again: bool
+) -> str | None:
+    """What is wrong with one registration by the scheduler, or None (invariant 4)."""
+    if call.get("already_active"):
+        return "the scheduler registered it again while it was in active"
+    if again:
+        return "the scheduler registered it a second time in one pass"
+    if call.get("started") is False:
+        return "the scheduler registered a request that has not started (the executor's to do)"
+    if pending:
+        return (
+            "the scheduler registered a recompute-pending request "
+            "(the executor registers it when its first chunk runs again)"
+        )
+    if not kv.resumed:
+        return "the scheduler registered a request it did not resume in this pass"
+    allocated = kv.allocated.get("target", False) and (
+        pools < 2 or kv.allocated.get("draft", False)
+    )
+    if not (kv.active and allocated):
+        return "the scheduler registered it before its allocation succeeded"
+    return None
+
+
 @invariant
 def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
-    """4. The scheduler never registers a request already active (a resume registers once)."""
-    for call in s.step.calls if s.step else ():
-        if (
-            call.caller == "scheduler"
-            and call.method == "add_request_peft"
-            and call.get("already_active")
-        ):
-            yield Violation(
-                "no_duplicate_registration",
-                f"request {call.request_id} (adapter {call.get('task_id')})",
-                "add_request_peft only for a request not already active",
-                "the scheduler registered it again while it was in active",
-                s.iteration,
+    """4. Registration is the executor's, except on resume: the scheduler registers only
+    a started request it resumed in this pass, after its allocation succeeded, once;
+    never a first chunk, a recompute-pending request, or one already active."""
+    if s.step is None:
+        return
+    pending = set(s.step.recompute_pending_before)
+    tracks: dict[int, _KvTrack] = {}
+    registered: set[int] = set()
+    for call in s.step.calls:
+        rid = call.request_id
+        if call.caller != "scheduler" or rid is None:
+            continue
+        if call.frees_started_request:
+            pending.add(rid)
+        if call.component != "peft":
+            tracks.setdefault(rid, _KvTrack()).follow(call)
+        elif call.method == "add_request_peft" and call.get("task_id") is not None:
+            problem = _registration_problem(
+                call, tracks.get(rid, _KvTrack()), len(s.pools), rid in pending, rid in registered
             )
+            registered.add(rid)
+            if problem is not None:
+                yield Violation(
+                    "no_duplicate_registration",
+                    f"request {rid} (adapter {call.get('task_id')})",
+                    "add_request_peft by the scheduler only for a started request it resumed "
+                    "in this pass, after its allocation succeeded, once",
+                    problem,
+                    s.iteration,
+                )
 
 
 @invariant
@@ -282,6 +343,12 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
                 "paused requests started with KV not active",
                 f"{'started' if v.started else 'unstarted'}, KV {v.target.value}",
             )
+        if where == "context" and not out.chunking and v.chunk_size != v.context_remaining:
+            yield bad(
+                rid,
+                f"with chunking off, the whole remaining context ({v.context_remaining})",
+                f"a chunk of {v.chunk_size}",
+            )
         if where == "recompute_paused" and (
             v.target is not Residency.NONE or v.draft not in (None, Residency.NONE)
         ):
@@ -290,6 +357,13 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
                 "recompute-paused requests with no KV in any pool",
                 f"target {v.target.value}, draft {v.draft.value if v.draft else '-'}",
             )
+        if where == "recompute_paused" and not (v.started_before or v.cache_before):
+            yield bad(
+                rid,
+                "recompute-paused requests that were started or held a cache before the pass",
+                "one that was neither",
+            )
+    yield from _budgets_kept(out, s.iteration)
     recompute_paused = set(out.recompute_paused)
     for call in s.step.calls if s.step else ():
         if call.frees_started_request and call.request_id not in recompute_paused:
@@ -298,6 +372,38 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
                 "a started request whose KV the scheduler freed listed as recompute-paused",
                 "freed but not listed",
             )
+
+
+def _budgets_kept(out: OutputRecord, iteration: int) -> Iterator[Violation]:
+    """The batch keeps max_batch_size and max_num_tokens (a context request counts its
+    chunk, a generation request one token)."""
+    chunks = sum(v.chunk_size for v in out.listed if v.output_list == "context")
+    for budget, limit, used, unit in (
+        ("max_batch_size", out.max_batch_size, len(out.context) + len(out.generation), "requests"),
+        ("max_num_tokens", out.max_num_tokens, len(out.generation) + chunks, "tokens"),
+    ):
+        if limit is not None and used > limit:
+            yield Violation(
+                "output_lists_well_formed",
+                "the batch",
+                f"at most {budget} = {limit} {unit}",
+                f"{used} {unit}",
+                iteration,
+            )
+
+
+@invariant
+def scheduler_writes_only_its_own(s: Snapshot) -> Iterator[Violation]:
+    """8b. Of a request's fields the scheduler writes only its own (context_chunk_size and
+    upstream's scratch fields); the engine records and undoes any other write."""
+    for w in s.step.writes if s.step else ():
+        yield Violation(
+            "scheduler_writes_only_its_own",
+            f"request {w.request_id}",
+            f"{w.field} left as it was ({w.before}): only context_chunk_size is the scheduler's",
+            f"the scheduler changed {w.field} from {w.before} to {w.after}",
+            s.iteration,
+        )
 
 
 @invariant
@@ -355,18 +461,29 @@ def pages_conserved(s: Snapshot) -> Iterator[Violation]:
 @invariant
 def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
     """11. ensure_batch never raises for a scheduled batch, and a request registered
-    before is never refused as not cached."""
+    before is never refused as not cached, whoever called and whoever caught it
+    (the ledger, not what reached the engine)."""
     for err in s.step.errors if s.step else ():
-        if err.kind == "ensure_batch_failed" or (
-            err.kind == "add_request_peft_failed"
-            and err.exception == "PeftTaskNotCachedException"
-            and err.registered_before
+        if err.kind == "ensure_batch_failed":
+            yield Violation(
+                "no_scheduler_caused_fault",
+                "the batch",
+                "no PEFT fault for a batch the scheduler produced",
+                err.message,
+                s.iteration,
+            )
+    for call in s.step.calls if s.step else ():
+        if (
+            call.method == "add_request_peft"
+            and call.result == "not_cached"
+            and call.get("registered_before")
         ):
             yield Violation(
                 "no_scheduler_caused_fault",
-                "the batch" if err.request_id is None else f"request {err.request_id}",
+                f"request {call.request_id}",
                 "no PEFT fault for a batch the scheduler produced",
-                err.message,
+                f"add_request_peft({call.request_id}) by the {call.caller.replace('_', ' ')} "
+                f"raised PeftTaskNotCachedException for a request registered before",
                 s.iteration,
             )
 

@@ -38,7 +38,7 @@ from peftlife.checker.invariants import Violation
 from peftlife.search import observe, scenarios, shrink
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 
@@ -73,6 +73,8 @@ class LifecycleFailure(AssertionError):
         self.run = run
         # Set once the trace shrinker has made this finding as small as it can.
         self.shrunk = False
+        # Whether the scheduler missed its deadline: its replays then each wait it out.
+        self.hung = False
         first = violations[0]
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
         super().__init__(f"[{first.invariant}] {first}{more}")
@@ -122,6 +124,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     progress: ClassVar[Callable[[int, int], None] | None] = None
     iterations: ClassVar[int] = 0
     examples_to_first_failure: ClassVar[int] = 0
+    # Seconds the scheduler's code may take per call before it is a hang.
+    schedule_deadline: ClassVar[float | None] = DEFAULT_SCHEDULE_DEADLINE
+    # True on the fresh subclass each ``search`` makes, whose class state dies with it.
+    own_search: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -132,6 +138,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.submitted = 0
         self.failed = False
         self.checked = 0
+        self.hung = False
 
     def _failure(self, violations: list[Violation]) -> LifecycleFailure:
         assert self.config is not None
@@ -140,7 +147,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
         run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
         self._verdict(violations[0].invariant)
-        return LifecycleFailure(violations, run)
+        failure = LifecycleFailure(violations, run)
+        failure.hung = self.hung
+        return failure
 
     def _verdict(self, verdict: str) -> None:
         """The example's own features for observability records (see ``observe``)."""
@@ -178,6 +187,14 @@ class LifecycleMachine(RuleBasedStateMachine):
         for rid, outcome in snapshot.ended:
             if outcome == "finished" and rid in self.suspended:
                 self._label("completion after suspension")
+        errors = snapshot.step.errors if snapshot.step else ()
+        if any(e.kind == "scheduler_hung" for e in errors):
+            self.hung = True
+            cls = type(self)
+            if cls.own_search:
+                # Hypothesis replays a failing example before it reports it: once the
+                # scheduler has hung, this search's later engines wait a short deadline.
+                cls.schedule_deadline = min(shrink.HUNG_DEADLINE, cls.schedule_deadline or 1.0)
         return invariants.check(snapshot)
 
     def teardown(self) -> None:
@@ -209,7 +226,7 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
         @initialize(config=s.worlds())
         def build_world(self, config: EngineConfig) -> None:
             self.config = config
-            self.engine = Engine(config, factory)
+            self.engine = Engine(config, factory, schedule_deadline=self.schedule_deadline)
             cls = type(self)
             cls.examples += 1
             if cls.progress is not None:
@@ -290,13 +307,15 @@ def search(
     shrink: bool = True,
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
     Hypothesis searches without its own shrink phase; with ``shrink`` the first
     failing example is then minimized over its trace (``peftlife.search.shrink``), which
     takes well under a second where Hypothesis's shrink re-runs whole examples
-    for a minute. ``seed`` replaces the profile's randomness with a fixed seed.
+    for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
+    ``schedule_deadline`` is how long one call of the scheduler may take.
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
     """
     base = lifecycle_machine(sut_spec, scenario)
@@ -310,6 +329,8 @@ def search(
             "iterations": 0,
             "examples_to_first_failure": 0,
             "progress": None if progress is None else staticmethod(progress),
+            "schedule_deadline": schedule_deadline,
+            "own_search": True,
         },
     )
     run_settings = hypothesis.settings(
@@ -326,7 +347,7 @@ def search(
         with _stable_constants(), observe.recording(observe.path_from_env(), sut_spec, scenario):
             run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
-        failure = minimized(found) if shrink else found
+        failure = minimized(found, schedule_deadline) if shrink else found
     return SearchResult(
         sut_spec,
         scenario,
@@ -388,14 +409,18 @@ def _stable_constants() -> Iterator[None]:
         cache.clear()
 
 
-def minimized(failure: LifecycleFailure) -> LifecycleFailure:
+def minimized(
+    failure: LifecycleFailure, schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
+) -> LifecycleFailure:
     """The same finding on the smallest world and action list the shrinker finds."""
     if failure.shrunk:
         return failure
     run = failure.run
     factory = sut.load(run.sut)
-    config, actions = shrink.minimize(run.config, run.actions, factory, failure.invariant)
-    outcome = checked_replay(config, actions, factory)
+    config, actions = shrink.minimize(
+        run.config, run.actions, factory, failure.invariant, schedule_deadline, hung=failure.hung
+    )
+    outcome = checked_replay(config, actions, factory, schedule_deadline=schedule_deadline)
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
     smaller = Run(run.sut, run.scenario, config, actions)

@@ -6,12 +6,14 @@ the workload. This module reads one and turns it into Hypothesis strategies.
 Every knob acts only through a strategy, never inside a rule's body, so a
 printed reproduction is exactly what ran.
 
-Worlds are generated so that they can always drain (spec invariant 12): every
-request fits the device alone, the device LoRA cache holds the largest
-adapter, and without recompute pause the lower tier holds every cache at once.
-Ranges are clamped upward to meet that; the clamps are the only place a
-scenario's numbers are overridden. The one premise no clamp can meet without
-changing what a scenario means, a chunk unit within the token budget, is
+Worlds are generated so that they can always drain (spec invariant 12,
+``checker.drain.drain_premise_broken``): every request fits the device alone,
+the device LoRA cache holds the largest adapter, without recompute pause the
+lower tier holds every cache at once, without chunking the token budget covers
+the longest context, and with chunking the chunk unit fits the token budget.
+Ranges are clamped to meet that (upward, and the chunk unit down to the token
+budget); the clamps are the only place a scenario's numbers are overridden.
+The premises no clamp can meet without changing what a scenario means are
 checked when the file is read, and so is an upper limit on every number
 (``LIMITS``), so that no file can make a run hang or eat memory.
 """
@@ -134,6 +136,9 @@ def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
     token_floor = 1 if chunking else s.longest_request - 1
     adapters = draw(s.adapters.strategy(at_least=1))
     sizes = [draw(s.adapter_pages.strategy(at_least=1)) for _ in range(adapters)]
+    max_num_tokens = draw(s.max_num_tokens.strategy(at_least=token_floor))
+    # A chunk unit above the token budget would never fit it: a long prompt never starts.
+    chunk_unit_size = min(draw(s.chunk_unit_size.strategy(at_least=1)), max_num_tokens)
     return EngineConfig(
         device_pages=device_pages,
         host_pages=host_pages,
@@ -143,10 +148,10 @@ def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
         lora_device_pages=draw(s.lora_device_pages.strategy(at_least=max(sizes))),
         lora_host_pages=draw(s.lora_host_pages.strategy(at_least=max(sizes))),
         adapter_pages=tuple((task, pages) for task, pages in enumerate(sizes, start=1)),
-        max_num_tokens=draw(s.max_num_tokens.strategy(at_least=token_floor)),
+        max_num_tokens=max_num_tokens,
         max_batch_size=draw(s.max_batch_size.strategy(at_least=1)),
         enable_chunked_context=chunking,
-        chunk_unit_size=draw(s.chunk_unit_size.strategy(at_least=1)),
+        chunk_unit_size=chunk_unit_size,
         enable_recompute_pause=recompute,
         # Drawn only when the profile asks for either, so other profiles' examples stay put.
         context_chunking_policy=(

@@ -6,7 +6,9 @@ each submitted request and the world's configuration, keeping a change only
 when the replay still fails on the same invariant. A replay costs
 milliseconds, so this takes seconds where Hypothesis's own shrink phase, which
 re-runs whole generated examples, takes a minute; and it is deterministic: a
-fixed budget of replays, no clock.
+fixed budget of replays, no clock. A hung scheduler is the exception: each of
+its replays waits out a deadline, so once a hang is confirmed the shrinker
+replays with a short deadline and gives up after a few hung replays.
 """
 
 from __future__ import annotations
@@ -18,25 +20,40 @@ from typing import Any, TypeVar
 import attrs
 
 from peftlife.checker.drain import can_drain
-from peftlife.search.trace import Action, checked_replay
-from peftlife.world.engine import EngineConfig
+from peftlife.search.trace import Action, Outcome, checked_replay
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, EngineConfig
 from peftlife.world.protocol import SchedulerFactory
 
 T = TypeVar("T")
 
 # Replays one shrink may spend; enough for the cases the scenarios generate.
 BUDGET = 4000
+# Once a hang is confirmed: the deadline of each shrink replay, and how many may hang.
+HUNG_DEADLINE = 0.5
+HUNG_REPLAYS = 8
 
 
 def first_invariant(
-    config: EngineConfig, actions: tuple[Action, ...], factory: SchedulerFactory
+    config: EngineConfig,
+    actions: tuple[Action, ...],
+    factory: SchedulerFactory,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
 ) -> str | None:
     """The first invariant a checked replay violates (drain included), or None."""
+    outcome = _outcome(config, actions, factory, schedule_deadline)
+    return outcome.violations[0].invariant if outcome and outcome.violations else None
+
+
+def _outcome(
+    config: EngineConfig,
+    actions: tuple[Action, ...],
+    factory: SchedulerFactory,
+    schedule_deadline: float | None,
+) -> Outcome | None:
     try:
-        outcome = checked_replay(config, actions, factory)
+        return checked_replay(config, actions, factory, schedule_deadline=schedule_deadline)
     except ValueError:
         return None  # a variation that is not a valid world or request
-    return outcome.violations[0].invariant if outcome.violations else None
 
 
 @attrs.define
@@ -45,10 +62,12 @@ class _Shrinker:
     invariant: str
     config: EngineConfig
     actions: tuple[Action, ...]
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
     replays: int = 0
+    hung_replays: int = 0
 
     def fails(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
-        if self.replays >= BUDGET:
+        if self.replays >= BUDGET or self.hung_replays >= HUNG_REPLAYS:
             return False
         requests = [
             (a.lora_task_id, a.prompt_len, a.max_new_tokens) for a in actions if a.kind == "submit"
@@ -57,7 +76,11 @@ class _Shrinker:
         if not can_drain(config, requests):
             return False
         self.replays += 1
-        return first_invariant(config, actions, self.factory) == self.invariant
+        outcome = _outcome(config, actions, self.factory, self.schedule_deadline)
+        if outcome is None:
+            return False
+        self.hung_replays += outcome.hung
+        return bool(outcome.violations) and outcome.violations[0].invariant == self.invariant
 
     def try_actions(self, actions: tuple[Action, ...]) -> bool:
         if actions != self.actions and self.fails(self.config, actions):
@@ -192,14 +215,24 @@ def minimize(
     actions: tuple[Action, ...],
     factory: SchedulerFactory,
     invariant: str,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    *,
+    hung: bool = False,
 ) -> tuple[EngineConfig, tuple[Action, ...]]:
     """A smaller world and action list that still fail on ``invariant``.
 
     Returns the input unchanged if it does not fail on ``invariant`` to begin with.
+    ``hung`` says the search saw the scheduler miss its deadline: the
+    confirming replay then already uses the short one.
     """
-    shrinker = _Shrinker(factory, invariant, config, actions)
-    if first_invariant(config, actions, factory) != invariant:
+    short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
+    outcome = _outcome(config, actions, factory, short if hung else schedule_deadline)
+    if outcome is None or not outcome.violations or outcome.violations[0].invariant != invariant:
         return config, actions
+    if outcome.hung:
+        # Every hung replay waits out its deadline: shrink a hang with a short one.
+        schedule_deadline = short
+    shrinker = _Shrinker(factory, invariant, config, actions, schedule_deadline)
     for _ in range(3):  # passes until nothing changes (bounded)
         before = (shrinker.config, shrinker.actions)
         shrinker.delete_actions()

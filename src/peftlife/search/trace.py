@@ -15,7 +15,7 @@ import attrs
 
 from peftlife.checker.drain import drain
 from peftlife.checker.invariants import Violation, check
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
 from peftlife.world.fields import InvalidField, boolean, one_of, whole
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
@@ -148,15 +148,28 @@ class Outcome:
     def snapshots(self) -> tuple[Snapshot, ...]:
         return tuple(e.snapshot for e in self.entries)
 
+    @property
+    def hung(self) -> bool:
+        """Whether the scheduler's code missed its deadline somewhere in the replay."""
+        return any(
+            err.kind == "scheduler_hung"
+            for e in self.entries
+            for err in (e.snapshot.step.errors if e.snapshot.step else ())
+        )
+
 
 def checked_replay(
-    config: EngineConfig, actions: Iterable[Action], factory: SchedulerFactory
+    config: EngineConfig,
+    actions: Iterable[Action],
+    factory: SchedulerFactory,
+    *,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
 ) -> Outcome:
     """Replay as the machine runs an example: every iteration checked, then the drain.
 
     Stops at the first iteration with a violation.
     """
-    engine = Engine(config, factory)
+    engine = Engine(config, factory, schedule_deadline=schedule_deadline)
     entries: list[Entry] = []
     for index, action in enumerate(actions):
         snapshot = apply(engine, action)

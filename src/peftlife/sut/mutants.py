@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import attrs
 
-from peftlife.sut.reference import ReferenceScheduler, _Pass
+from peftlife.sut.reference import ReferenceScheduler, _Budget, _Pass
+from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import Request
 
 
@@ -61,6 +62,29 @@ class DraftNotSuspended(ReferenceScheduler):
 class BudgetIgnoresUnscheduledOwners(ReferenceScheduler):
     def pre_claim_peft(self, p: _Pass) -> None:
         pass  # an owner skipped this pass still pins its adapter on device
+
+
+class RecomputePauseReregisters(ReferenceScheduler):
+    def release_on_recompute_pause(self, req: Request) -> None:
+        super().release_on_recompute_pause(req)
+        self.after_resume(req)  # registers again itself: active[X] names a request with no KV
+
+
+class TokenBudgetIgnored(ReferenceScheduler):
+    def new_budget(self) -> _Budget:
+        budget = super().new_budget()
+        budget.tokens_left = 1 << 20  # max_num_tokens never limits the batch
+        return budget
+
+
+class FinishesByWritingTokens(ReferenceScheduler):
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        out = super().schedule_request(active_requests, inflight_request_ids)
+        for req in out.generation_requests:
+            req.num_generated = req.max_new_tokens - 1  # the request's own field, not its
+        return out
 
 
 @attrs.frozen
@@ -139,6 +163,27 @@ CATALOGUE: tuple[Mutant, ...] = (
         BudgetIgnoresUnscheduledOwners,
         "the PEFT budget charges only the adapters of scheduled requests",
         "no_scheduler_caused_fault",
+        (),
+    ),
+    Mutant(
+        "recompute_pause_reregisters",
+        RecomputePauseReregisters,
+        "a recompute pause releases with pause, then the scheduler registers the request again",
+        "ownership_follows_residency",
+        ("no_duplicate_registration", "device_pin_follows_ownership"),
+    ),
+    Mutant(
+        "token_budget_ignored",
+        TokenBudgetIgnored,
+        "the pass schedules past max_num_tokens",
+        "output_lists_well_formed",
+        (),
+    ),
+    Mutant(
+        "finishes_by_writing_tokens",
+        FinishesByWritingTokens,
+        "the scheduler raises a request's generated-token count so that it finishes early",
+        "scheduler_writes_only_its_own",
         (),
     ),
 )

@@ -130,7 +130,7 @@ class ReferenceScheduler:
     def schedule_request(
         self, active_requests: list[Request], inflight_request_ids: set[int]
     ) -> SchedulerOutput:
-        p = _Pass(list(active_requests), set(inflight_request_ids), _Budget(self.env))
+        p = _Pass(list(active_requests), set(inflight_request_ids), self.new_budget())
         self.pre_claim_peft(p)
         self._schedule_generation(p)
         self._schedule_context(p)
@@ -142,6 +142,10 @@ class ReferenceScheduler:
             paused_requests=p.paused,
             recompute_paused_requests=p.recompute_paused,
         )
+
+    def new_budget(self) -> _Budget:
+        """The pass's token, request and PEFT-page budgets, read from the configuration."""
+        return _Budget(self.env)
 
     def pre_claim_peft(self, p: _Pass) -> None:
         """Charge every adapter a request still owns actively, scheduled or not.

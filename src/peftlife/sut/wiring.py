@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from peftlife.sut.loader import SUTError, describe_error, load
-from peftlife.world.engine import Engine, EngineConfig, SchedulerHung, _deadline
+from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.protocol import Environment, SchedulerFactory, SchedulerOutput
+from peftlife.world.watchdog import WATCHDOG, SchedulerHung
 
 T = TypeVar("T")
 
@@ -91,9 +92,11 @@ class _Idle:
 def _call(fn: Callable[[], T], deadline: float) -> T | BaseException:
     """``fn()``'s result, or what it raised (a hang raises ``SchedulerHung``)."""
     try:
-        with _deadline(deadline):
+        with WATCHDOG.watching(deadline, "the factory"):
             return fn()
-    except (Exception, SystemExit, SchedulerHung) as err:  # the SUT is untrusted
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # the SUT is untrusted, SystemExit and a hang included
         return err
 
 

@@ -10,11 +10,13 @@ and never escapes as a crash of the harness.
 
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, Literal
+import enum
+import operator
+import os
+import traceback
+import weakref
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -30,9 +32,10 @@ from peftlife.world.protocol import (
     SchedulerConfig,
     SchedulerFactory,
 )
-from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, LlmRequestState, Request
 from peftlife.world.snapshot import (
     AdapterView,
+    FieldWrite,
     ListedView,
     LoraCacheView,
     Outcome,
@@ -44,6 +47,7 @@ from peftlife.world.snapshot import (
     StepError,
     StepRecord,
 )
+from peftlife.world.watchdog import WATCHDOG, SchedulerHung
 
 RecomputeTeardown = Literal["spec", "upstream"]
 
@@ -114,37 +118,77 @@ _LIST_STATE = {
 }
 
 
-def _raised(what: str, err: Exception) -> StepError:
+def _raised(what: str, err: BaseException) -> StepError:
+    """A finding for an exception that escaped the scheduler's code, with its frames."""
+    frames = _frames(err)
+    where = f" (at {' < '.join(frames)})" if frames else ""
     return StepError(
         "scheduler_raised",
-        f"{what} raised {type(err).__name__}: {err}",
+        f"{what} raised {type(err).__name__}: {err}{where}",
         exception=type(err).__name__,
+        frames=frames,
     )
 
 
-class SchedulerHung(Exception):
-    """The scheduler did not return within the engine's deadline."""
+# Frames shown per exception, innermost first.
+_MAX_FRAMES = 6
 
 
-@contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
-    # SIGALRM interrupts pure-Python loops; it exists only on the main thread,
-    # so elsewhere a hang is not caught (documented, never silently wrong).
-    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if seconds is None or not usable:
-        yield
-        return
+def _frames(err: BaseException) -> tuple[str, ...]:
+    """Where the exception went, innermost first, as ``path:line in function``.
 
-    def on_alarm(signum: int, frame: object) -> None:
-        raise SchedulerHung(f"schedule_request did not return within {seconds} s")
+    The engine's own frames are left out. A path is the frame's module name
+    spelled as a path (``tests/my_sched.py``), so the text depends neither on
+    where the code is installed nor on which door imported it.
+    """
+    frames = []
+    for frame, line in traceback.walk_tb(err.__traceback__):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module in _HARNESS_MODULES:
+            continue
+        frames.append(
+            f"{_module_path(module, frame.f_code.co_filename)}:{line} in {frame.f_code.co_name}"
+        )
+    frames.reverse()
+    if len(frames) > _MAX_FRAMES:
+        # Keep where it was raised and the scheduler's own outer frames, which name its code.
+        frames = [*frames[:2], "...", *frames[2 - _MAX_FRAMES :]]
+    return tuple(frames)
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+
+# The harness's frames between the engine and the scheduler's code.
+_HARNESS_MODULES = frozenset({__name__, "contextlib", "peftlife.world.watchdog"})
+
+
+def _module_path(module: str, filename: str) -> str:
+    if not module or module == "__main__":
+        return os.path.basename(filename)
+    base = module.replace(".", "/")
+    return f"{base}/__init__.py" if filename.endswith("__init__.py") else f"{base}.py"
+
+
+T = TypeVar("T")
+
+# Seconds the scheduler's code (its factory, each pass) may take before it is called hung.
+DEFAULT_SCHEDULE_DEADLINE = 10.0
+
+# The request fields the scheduler must not write (spec 8b): all but its own.
+GUARDED_FIELDS = tuple(
+    f.name for f in attrs.fields(Request) if f.name not in SCHEDULER_WRITABLE_FIELDS
+)
+_guarded = operator.attrgetter(*GUARDED_FIELDS)
+
+
+def _show(value: object) -> str:
+    return value.name if isinstance(value, enum.Enum) else repr(value)
+
+
+class _Found(Exception):
+    """A finding about the scheduler's code, carried out of the call that made it."""
+
+    def __init__(self, error: StepError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 class Engine:
@@ -162,7 +206,7 @@ class Engine:
         config: EngineConfig,
         scheduler_factory: SchedulerFactory,
         *,
-        schedule_deadline: float | None = 10.0,
+        schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     ) -> None:
         self.config = config
         self.schedule_deadline = schedule_deadline
@@ -208,12 +252,18 @@ class Engine:
         self._recompute_pending: set[int] = set()
         self._ended_now: list[tuple[int, Outcome]] = []
         self._last_step: StepRecord | None = None
+        self._writes: tuple[FieldWrite, ...] = ()
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
+        # One periodic alarm for the engine's life, not one per call (spec 8b: a hang is a finding).
+        if schedule_deadline is not None and WATCHDOG.arm(schedule_deadline):
+            weakref.finalize(self, WATCHDOG.disarm)
         try:
-            self.scheduler = scheduler_factory(self.environment)
-        except Exception as err:  # the SUT is untrusted
-            self._factory_error = _raised("the scheduler factory", err)
+            self.scheduler = self._untrusted(scheduler_factory, "the scheduler factory")(
+                self.environment
+            )
+        except _Found as found:
+            self._factory_error = found.error
 
     # ---- the world's inputs ----
 
@@ -277,6 +327,7 @@ class Engine:
         self.ledger.iteration = self.iteration
         self.ledger.calls.clear()
         self._ended_now = []
+        self._writes = ()
         errors: list[StepError] = []
 
         self._as("free_resources")
@@ -286,10 +337,15 @@ class Engine:
         self._cancel_queue.clear()
 
         self._as("scheduler")
+        pending_before = frozenset(self._recompute_pending)
+        before = {
+            r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
+            for r in self._requests.values()
+        }
         lists, error = self._schedule()
         if error is not None:
             errors.append(error)
-        record = None if lists is None else self._record_output(lists)
+        record = None if lists is None else self._record_output(lists, before)
 
         batch_ran = False
         after_prepare: tuple[ScheduledView, ...] = ()
@@ -318,6 +374,8 @@ class Engine:
             after_prepare=after_prepare,
             calls=tuple(self.ledger.calls),
             errors=tuple(errors),
+            writes=self._writes,
+            recompute_pending_before=pending_before,
         )
         return self.snapshot()
 
@@ -329,20 +387,74 @@ class Engine:
         if self.scheduler is None:
             return None, self._factory_error
         active = [r for r in self._requests.values() if r.is_schedulable]
+        before = [_guarded(r) for r in active]
+        scheduler = self.scheduler
         try:
-            with _deadline(self.schedule_deadline):
-                output = self.scheduler.schedule_request(active, set())
-        except SchedulerHung as err:
-            return None, StepError("scheduler_hung", str(err), exception="SchedulerHung")
-        except (PeftTaskNotCachedException, LoraCacheFullException) as err:
-            # A resume re-registers inside the pass: the manager's verdict, not a crash.
-            return None, self._registration_failure(err) or _raised("schedule_request", err)
-        except Exception as err:  # the SUT is untrusted
-            return None, _raised("schedule_request", err)
+            # The method is looked up inside: a scheduler without one is a finding too.
+            output = self._untrusted(
+                lambda: scheduler.schedule_request(active, set()), "schedule_request"
+            )()
+        except _Found as found:
+            return None, found.error
+        finally:
+            self._writes = self._undo_writes(active, before)
         lists = self._read_lists(output)
         if isinstance(lists, StepError):
             return None, lists
         return lists, None
+
+    def _untrusted(self, fn: Callable[..., T], what: str) -> Callable[..., T]:
+        """``fn`` run under the deadline; whatever it raises becomes a ``_Found``.
+
+        Only ``KeyboardInterrupt`` gets through: it stops the run.
+        """
+
+        def call(*args: Any) -> T:
+            WATCHDOG.enter(self.schedule_deadline, what)
+            try:
+                return fn(*args)
+            except SchedulerHung as err:
+                WATCHDOG.leave()
+                raise _Found(
+                    StepError("scheduler_hung", str(err), exception="SchedulerHung")
+                ) from None
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:  # the SUT is untrusted, SystemExit included
+                WATCHDOG.leave()
+                raise _Found(_raised(what, err)) from None
+            finally:
+                WATCHDOG.leave()
+
+        return call
+
+    def _undo_writes(
+        self, active: list[Request], before: list[tuple[object, ...]]
+    ) -> tuple[FieldWrite, ...]:
+        """The fields the scheduler changed that are not its own, each put back.
+
+        Putting them back keeps the world sound (an adapter id it invented would
+        crash the PEFT manager); the write itself is the finding (invariant 8b).
+        The weights the PEFT manager dropped on a registration are its own write.
+        """
+        registered = {
+            c.request_id
+            for c in self.ledger.calls
+            if c.caller == "scheduler" and c.method == "add_request_peft" and c.result == "ok"
+        }
+        writes = []
+        for req, old in zip(active, before, strict=True):
+            new = _guarded(req)
+            if new == old:
+                continue
+            for name, was, now in zip(GUARDED_FIELDS, old, new, strict=True):
+                if was == now or (
+                    name == "lora_weights" and was and not now and req.request_id in registered
+                ):
+                    continue
+                writes.append(FieldWrite(req.request_id, name, _show(was), _show(now)))
+                setattr(req, name, was)
+        return tuple(writes)
 
     def _registration_failure(self, err: Exception) -> StepError | None:
         """The ``add_request_peft`` that just raised, as a finding; None if it was not one.
@@ -407,7 +519,9 @@ class Engine:
         live = self._requests.get(req.request_id)
         return live is req or (live is None and 0 < req.request_id < self._next_id)
 
-    def _record_output(self, lists: dict[OutputList, list[Request]]) -> OutputRecord:
+    def _record_output(
+        self, lists: dict[OutputList, list[Request]], before: dict[int, tuple[bool, bool]]
+    ) -> OutputRecord:
         listed = []
         for key, _attr in self._NAMES:
             for req in lists[key]:
@@ -425,6 +539,8 @@ class Engine:
                         draft=None if draft is None else draft.residency(req.request_id),
                         chunk_size=req.context_chunk_size if key == "context" else 0,
                         context_remaining=req.context_remaining_length if key == "context" else 0,
+                        started_before=before.get(req.request_id, (False, False))[0],
+                        cache_before=before.get(req.request_id, (False, False))[1],
                     )
                 )
         return OutputRecord(
@@ -433,6 +549,9 @@ class Engine:
             paused=tuple(r.request_id for r in lists["paused"]),
             recompute_paused=tuple(r.request_id for r in lists["recompute_paused"]),
             listed=tuple(listed),
+            max_batch_size=self.config.max_batch_size,
+            max_num_tokens=self.config.max_num_tokens,
+            chunking=self.config.enable_chunked_context,
         )
 
     @staticmethod
@@ -555,7 +674,8 @@ class Engine:
 
     def _note_recompute_pending(self) -> None:
         """Follow the calls: a started request whose KV the scheduler freed waits to
-        re-register, until ``add_request_peft`` succeeds for it."""
+        re-register, until the executor's ``add_request_peft`` in ``prepare_resources``
+        succeeds for it. A scheduler's own registration does not end the wait."""
         pending = self._recompute_pending
         for call in self.ledger.calls:
             rid = call.request_id
@@ -563,7 +683,11 @@ class Engine:
                 continue
             if call.frees_started_request:
                 pending.add(rid)
-            elif call.method == "add_request_peft" and call.result == "ok":
+            elif (
+                call.method == "add_request_peft"
+                and call.result == "ok"
+                and call.caller == "prepare_resources"
+            ):
                 pending.discard(rid)
 
     # ---- observing ----
@@ -586,6 +710,8 @@ class Engine:
                 recompute_pending=r.request_id in self._recompute_pending,
                 target=self.kv_cache_manager.view(r.request_id),
                 draft=None if draft is None else draft.view(r.request_id),
+                prompt_len=r.prompt_len,
+                lora_weights=r.lora_weights,
             )
             for r in self._requests.values()
         )
@@ -603,7 +729,9 @@ class Engine:
                 for t in peft.task_ids()
             )
             lora_caches = tuple(
-                LoraCacheView(c.name, c.capacity, c.num_free_pages, tuple(c.entries()))
+                LoraCacheView(
+                    c.name, c.capacity, c.num_free_pages, tuple(c.entries()), c.eviction_order()
+                )
                 for c in (peft.device_cache, peft.host_cache)
             )
         return Snapshot(

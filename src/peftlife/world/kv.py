@@ -101,6 +101,8 @@ class KVCacheManager:
         self.enable_joint_kv_cache_reuse = False
         self._refuse_resumes = 0
         self._fail_grows = 0
+        # The residency of the request the current call is about, as the call began.
+        self._before = Residency.NONE
 
     # ---- queries ----
 
@@ -199,6 +201,7 @@ class KVCacheManager:
 
     def prepare_context(self, req: Request) -> bool:
         """Create the cache (no pages yet) or resume a suspended one."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None:
             self._caches[req.request_id] = _Cache()
@@ -226,6 +229,7 @@ class KVCacheManager:
         False when the cache had to be dropped instead (its computed context
         no longer fits the old capacity), as upstream.
         """
+        self._before = self.residency(req.request_id)
         pre_cap = self._pre_resize_cap.pop(req.request_id, None)
         cache = self._caches.get(req.request_id)
         kept = True
@@ -253,6 +257,7 @@ class KVCacheManager:
 
         A failed grow leaves a just-resumed cache ACTIVE, as upstream does.
         """
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None:
             return self._record("try_allocate_generation", req, False)
@@ -261,6 +266,7 @@ class KVCacheManager:
 
     def revert_allocate_generation(self, req: Request) -> None:
         """Undo the last one-token grow; the cache stays ACTIVE."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is not None and cache.active and cache.capacity > 0:
             self._resize(cache, cache.capacity - 1)
@@ -268,6 +274,7 @@ class KVCacheManager:
 
     def suspend_request(self, req: Request) -> None:
         """ACTIVE to SUSPENDED; pages move down only if the whole cache fits there."""
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         moved = cache is not None and cache.active and self._suspend(cache)
         self._record("suspend_request", req, None, moved_to_host=moved)
@@ -287,6 +294,7 @@ class KVCacheManager:
     # ---- internals ----
 
     def _drop(self, req: Request, method: str = "free_resources") -> None:
+        self._before = self.residency(req.request_id)
         cache = self._caches.pop(req.request_id, None)
         self._pre_resize_cap.pop(req.request_id, None)
         if cache is not None:
@@ -302,6 +310,7 @@ class KVCacheManager:
         )
 
     def _grow_context(self, method: str, req: Request, num_tokens: int) -> bool:
+        self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None or not cache.active:
             return self._record(method, req, False, num_tokens=num_tokens)
@@ -357,6 +366,9 @@ class KVCacheManager:
         return None
 
     def _record(self, method: str, req: Request, result: bool | None, **facts: object) -> bool:
+        # Residency before and after the call: invariant 4 reads a resume from them.
+        facts["before"] = self._before.value
+        facts["after"] = self.residency(req.request_id).value
         self.ledger.record(
             self.name,
             method,

@@ -73,6 +73,12 @@ class LoraCache:
         for task_id, e in sorted(self._entries.items()):
             yield task_id, CacheEntryView(e.pages, e.in_use)
 
+    def eviction_order(self) -> tuple[int, ...]:
+        """The done entries, the next to be evicted first."""
+        return tuple(
+            t for _, t in sorted((e.done_seq, t) for t, e in self._entries.items() if not e.in_use)
+        )
+
     def claim(self, task_id: int, pages: int) -> None:
         """Put ``task_id`` in the cache (evicting done entries if needed) and mark it in use.
 
@@ -211,6 +217,7 @@ class PeftCacheManager:
             ("already_active", already_active),
             ("was_paused", req.request_id in self._paused.get(task_id, ())),
             ("registered_before", req.request_id in self.ever_registered),
+            ("started", req.is_started),
         )
         if task_id not in self.host_cache and not req.lora_weights:
             self._record("add_request_peft", req, "not_cached", facts)

@@ -3,8 +3,9 @@
 It mirrors the fields of upstream's ``LlmRequest`` that scheduling and adapter
 ownership depend on. The engine owns each request and is the only actor that
 advances it (positions, tokens, state); a scheduler only sets
-``context_chunk_size`` on the context requests it schedules, and the PEFT
-manager only drops ``lora_weights`` once it has loaded them.
+``context_chunk_size`` on the context requests it schedules (and upstream's
+scratch fields), and the PEFT manager only drops ``lora_weights`` once it has
+loaded them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ class LlmRequestState(enum.IntEnum):
     # Belongs to the overlap executor, which the model does not run: never entered.
     GENERATION_TO_COMPLETE = 14
     GENERATION_COMPLETE = 20
+
+
+# What a scheduler may write on a request (spec 8b); any other field is the world's.
+SCHEDULER_WRITABLE_FIELDS = frozenset(
+    {"context_chunk_size", "py_batch_idx", "estimated_reusable_tokens", "py_ctx_pre_resize_cap"}
+)
 
 
 @attrs.define(slots=True, eq=False)
@@ -53,10 +60,10 @@ class Request:
     context_chunk_size: int = attrs.field(
         default=attrs.Factory(lambda self: self.prompt_len, takes_self=True)
     )
-    # Room for upstream's per-request scratch fields (``py_batch_idx``,
-    # ``estimated_reusable_tokens``, ...): a scheduler may write them; nothing in
-    # the world reads them.
-    scratch: dict[str, object] = attrs.field(factory=dict)
+    # Upstream's scratch fields, which its scheduler writes (slots leave no room otherwise).
+    py_batch_idx: int | None = None
+    estimated_reusable_tokens: int = 0
+    py_ctx_pre_resize_cap: int | None = None
 
     @property
     def context_len(self) -> int:

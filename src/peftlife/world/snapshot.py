@@ -36,6 +36,9 @@ class RequestView:
     recompute_pending: bool
     target: CacheView
     draft: CacheView | None
+    # For the livelock fingerprint: two worlds differing here are not the same world.
+    prompt_len: int = 0
+    lora_weights: bool = False
 
 
 @attrs.frozen
@@ -53,6 +56,8 @@ class LoraCacheView:
     capacity: int
     free: int
     entries: tuple[tuple[int, CacheEntryView], ...]
+    # The done entries, oldest done (the next evicted) first.
+    eviction_order: tuple[int, ...] = ()
 
 
 @attrs.frozen
@@ -70,6 +75,9 @@ class ListedView:
     # Context requests only: the chunk the scheduler set and what was left to prefill.
     chunk_size: int = 0
     context_remaining: int = 0
+    # As the request stood before the pass: started, and holding a cache in some pool.
+    started_before: bool = False
+    cache_before: bool = False
 
 
 @attrs.frozen
@@ -98,6 +106,18 @@ class StepError:
     request_id: int | None = None
     exception: str = ""
     registered_before: bool = False
+    # Where an exception went in the scheduler's code, innermost first (path:line in function).
+    frames: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class FieldWrite:
+    """A request field the scheduler changed that is not its own (spec 8b), as text."""
+
+    request_id: int
+    field: str
+    before: str
+    after: str
 
 
 @attrs.frozen
@@ -107,6 +127,10 @@ class OutputRecord:
     paused: tuple[int, ...]
     recompute_paused: tuple[int, ...]
     listed: tuple[ListedView, ...]
+    # The pass's budgets, which the batch must keep (spec 8); None where not recorded.
+    max_batch_size: int | None = None
+    max_num_tokens: int | None = None
+    chunking: bool = True
 
     def lists(self) -> tuple[tuple[OutputList, tuple[int, ...]], ...]:
         return (
@@ -125,6 +149,10 @@ class StepRecord:
     after_prepare: tuple[ScheduledView, ...]
     calls: tuple[Call, ...]
     errors: tuple[StepError, ...]
+    # Fields the scheduler wrote that are not its own (undone by the engine).
+    writes: tuple[FieldWrite, ...] = ()
+    # Requests recompute-pending when the pass began.
+    recompute_pending_before: frozenset[int] = frozenset()
 
     @property
     def faults(self) -> tuple[Call, ...]:

@@ -20,16 +20,16 @@ from peftlife.world.peft import PeftCacheManager
 from peftlife.world.request import Request
 
 # Upstream's per-request scratch fields: written by the scheduler or the KV
-# manager, read back by them, never by the world. They live in Request.scratch.
+# manager, read back by them, never by the world, which keeps room for them.
 SCRATCH_FIELDS = ("py_batch_idx", "estimated_reusable_tokens", "py_ctx_pre_resize_cap")
 
 
 def _scratch(name: str) -> property:
     def get(self: LlmRequestFacade) -> object:
-        return self._request.scratch.get(name)
+        return getattr(self._request, name)
 
     def set_(self: LlmRequestFacade, value: object) -> None:
-        self._request.scratch[name] = value
+        setattr(self._request, name, value)
 
     return property(get, set_, doc=f"Upstream's scratch field ``{name}``.")
 
