@@ -63,7 +63,7 @@ def test_pytest_command_line_and_replay_agree(tmp_path: Path) -> None:
             "-p",
             "no:cacheprovider",
             "test_door.py",
-            "--hypothesis-profile",
+            "--peftlife-profile",
             "ci",
             "--peftlife-report-dir",
             str(plugin_dir),

@@ -99,6 +99,14 @@ def _report_dir(config: pytest.Config) -> Path:
     return Path(DEFAULT_REPORT_DIR)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave the report directory out: its regression tests are kept by moving them."""
+    directory = _report_dir(config).resolve()
+    if collection_path.resolve() == directory:
+        return True
+    return None
+
+
 @pytest.fixture
 def peftlife_sut(request: pytest.FixtureRequest) -> str | None:
     """The ``--peftlife-sut`` value, or None."""
