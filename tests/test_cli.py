@@ -63,7 +63,7 @@ def finding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finding]:
     finally:
         os.chdir(saved_cwd)
         sys.path[:] = saved_path
-    jsons = sorted(directory.glob("*.json"))
+    jsons = sorted(p for p in directory.glob("*.json") if p.name != "summary.json")
     markdowns = sorted(directory.glob("*.md"))
     tests = sorted(directory.glob("test_peftlife_*.py"))
     assert (len(jsons), len(markdowns), len(tests)) == (1, 1, 1), sorted(directory.iterdir())
@@ -395,7 +395,15 @@ def test_check_reference_quiet_exits_0_and_prints_nothing(
     argv = ["check", "--sut", "reference", "--profile", "dev", "-q", "--report-dir", "out"]
     assert cli.main(argv) == cli.EXIT_HELD
     assert capsys.readouterr() == ("", "")
-    assert not (tmp_path / "out").exists()
+    # A passing run writes its summary and nothing else.
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["summary.json"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text("utf-8"))
+    assert summary["ok"] is True
+    assert summary["findings"] == []
+    (run,) = summary["runs"]
+    assert run["verdict"] == "held"
+    assert run["budget"] == 40 <= run["examples"]
+    assert run["iterations"] > 0
 
 
 def test_check_accepts_a_scenario_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
