@@ -16,6 +16,7 @@ import os
 import runpy
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -435,6 +436,7 @@ def _gate(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     catalogue: tuple[Mutant, ...],
+    *extra: str,
 ) -> tuple[int, str, dict[str, Any]]:
     monkeypatch.setattr(cli, "CATALOGUE", catalogue)
     for mutant in catalogue:
@@ -442,10 +444,16 @@ def _gate(
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
     path = tmp_path / "gate.json"
     argv = ["mutants", "--profile", "ci", "--jobs", "1", "--no-shrink", "-q", "--json", str(path)]
-    code = cli.main(argv)
+    code = cli.main([*argv, *extra])
     out, err = capsys.readouterr()
     assert err == ""
     return code, out, json.loads(path.read_text("utf-8"))
+
+
+def rows_invariant(data: dict[str, Any], name: str) -> str:
+    (row,) = [r for r in data["rows"] if r["mutant"] == name]
+    invariant: str = row["invariant"]
+    return invariant
 
 
 def _row_line(out: str, name: str) -> str:
@@ -494,8 +502,20 @@ def test_mutant_gate_fails_on_an_uncaught_or_misfiled_mutant(
         BY_NAME["draft_not_suspended"], name="misfiled", expected="no_phantom_owner"
     )
     misfiled = attrs.evolve(misfiled, also_acceptable=())
-    code, out, data = _gate(monkeypatch, capsys, tmp_path, (fake, misfiled))
+    xml, md = tmp_path / "gate.xml", tmp_path / "summary.md"
+    extra = ("--junit-xml", str(xml), "--summary", str(md))
+    code, out, data = _gate(monkeypatch, capsys, tmp_path, (fake, misfiled), *extra)
     assert code == cli.EXIT_FOUND, out
+    # One JUnit test case per mutant and per reference scenario; the two bad ones fail.
+    cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
+    assert set(cases) == {"reference@default", "fake", "misfiled"}
+    failed = {name for name, c in cases.items() if c.find("failure") is not None}
+    assert failed == {"fake", "misfiled"}
+    props = {p.get("name"): p.get("value") for p in cases["misfiled"].iter("property")}
+    assert props["peftlife_invariant"] == rows_invariant(data, "misfiled")
+    summary = md.read_text("utf-8")
+    assert "peftlife mutants: FAILED" in summary
+    assert "| fake | NO |" in summary
     assert data["ok"] is False
     rows = {row["mutant"]: row for row in data["rows"]}
     assert rows["reference @ default"]["acceptable"] is True

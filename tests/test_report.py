@@ -621,9 +621,7 @@ def test_regression_test_is_python_with_the_case_inside(outcome: Outcome) -> Non
     assert "hypothesis" not in source.lower().replace("no hypothesis search", "")
 
 
-def test_regression_test_fails_against_the_mutant(
-    regression_file: Path, outcome: Outcome
-) -> None:
+def test_regression_test_fails_against_the_mutant(regression_file: Path, outcome: Outcome) -> None:
     run = run_pytest(regression_file)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed" in run.stdout

@@ -95,7 +95,8 @@ def _report_dir(config: pytest.Config) -> Path:
         return Path(option)
     if ini := config.getini("peftlife_report_dir"):
         # An ini path is relative to the ini file, as pytest's own paths are.
-        return (config.inipath.parent if config.inipath else config.rootpath) / ini
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return base / str(ini)
     return Path(DEFAULT_REPORT_DIR)
 
 

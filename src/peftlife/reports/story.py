@@ -125,7 +125,9 @@ def _peft_call(c: Call) -> str:
         evicted = c.get("evicted")
         tail = f", evicting {list(evicted)}" if isinstance(evicted, tuple) and evicted else ""
         failed = "" if c.result == "ok" else f" → {c.result}"
-        return f"ensure_batch(adapters {list(c.get('tasks') or ())}{tail}){failed}"
+        tasks = c.get("tasks")
+        shown = list(tasks) if isinstance(tasks, tuple) else []
+        return f"ensure_batch(adapters {shown}{tail}){failed}"
     pause = c.get("pause")
     arg = "" if pause is None else f", pause={pause}"
     result = "" if c.result in (None, "ok", True) else f" → {c.result}"

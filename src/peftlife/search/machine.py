@@ -174,7 +174,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         return invariants.check(snapshot)
 
     @classmethod
-    def _to_test_case(cls) -> Any:
+    def _to_test_case(cls) -> Any:  # type: ignore[override]  # upstream wraps it in a cache
         """The ``TestCase`` of this machine: it runs as ``peftlife check`` does."""
         return _test_case(cls)
 
