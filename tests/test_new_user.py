@@ -52,7 +52,7 @@ from hypothesis import settings
 
 
 def test_probe():
-    seen = {"ci": repr(settings.get_profile("ci")), "default": repr(settings.get_profile("default"))}
+    seen = {name: repr(settings.get_profile(name)) for name in ("ci", "default")}
     with open("probe.json", "w") as f:
         json.dump(seen, f)
 """
