@@ -394,6 +394,16 @@ _PROFILE_HELP = (
 )
 
 
+def _profile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        type=_profile,
+        default=profiles.default_name(),
+        help=_PROFILE_HELP,
+    )
+
+
 def _ci_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--junit-xml", metavar="FILE", default=None, help="also write JUnit XML to this file"
@@ -422,15 +432,10 @@ def _parser() -> argparse.ArgumentParser:
     check = command("check", "search for a counterexample in one scheduler")
     check.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
     check.add_argument("--scenario", default="default", help="a shipped scenario or a .toml path")
-    check.add_argument(
-        "--profile",
-        metavar="NAME",
-        type=_profile,
-        default=profiles.default_name(),
-        help=_PROFILE_HELP,
-    )
+    _profile_option(check)
     check.add_argument(
         "--max-examples",
+        metavar="N",
         type=_positive,
         default=None,
         help="examples to search (default: the profile's budget)",
@@ -467,13 +472,7 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(run=cmd_check)
 
     gate = command("mutants", "the reference and every mutant of the catalogue")
-    gate.add_argument(
-        "--profile",
-        metavar="NAME",
-        type=_profile,
-        default=profiles.default_name(),
-        help=_PROFILE_HELP,
-    )
+    _profile_option(gate)
     gate.add_argument("--list", action="store_true", help="list the catalogue and stop")
     gate.add_argument("--json", default=None, help="also write the table as JSON to this file")
     gate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
