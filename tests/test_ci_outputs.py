@@ -107,7 +107,7 @@ def test_the_json_summary_warns_of_paths_never_reached() -> None:
     assert data["warnings"] == [
         f"reference in default: path '{label}' never reached" for label in never
     ]
-    assert run["rules"]["rule: submit"] >= 1
+    assert sum(run["rules"].values()) >= 1
 
 
 # ---- baseline and excluded invariants ----
@@ -173,13 +173,13 @@ def test_a_failure_found_once_is_tried_first_next_time() -> None:
     argv = [
         "check",
         "--sut",
-        "mutant:recompute_pause_terminates",
+        "mutant:pause_flag_dropped",
         "--scenario",
-        "kv-pressure",
+        "chunked-prefill",
         "--profile",
-        "dev",
-        "--max-examples",
-        "400",
+        "ci",
+        "--seed",
+        "20261130",
         "--database",
         "db",
         "-q",

@@ -442,6 +442,7 @@ def _gate(
     for mutant in catalogue:
         monkeypatch.setitem(mutants.BY_NAME, mutant.name, mutant)
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
+    monkeypatch.setenv("COLUMNS", "200")  # one line per row, whatever the runner's terminal
     path = tmp_path / "gate.json"
     argv = ["mutants", "--profile", "ci", "--jobs", "1", "--no-shrink", "-q", "--json", str(path)]
     code = cli.main([*argv, *extra])

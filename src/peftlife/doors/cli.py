@@ -445,7 +445,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default=None,
         help="keep Hypothesis's example database here, so a failure found once is tried first "
-        "next time (default: no database)",
+        "next time; turns derandomization off, --seed still fixes the search (default: no "
+        "database)",
     )
     check.add_argument(
         "--seed", type=int, default=None, help="a fixed seed (default: the profile's randomness)"

@@ -95,7 +95,8 @@ def for_search(
     """A profile as a front door runs it: quiet (the story is peftlife's to tell).
 
     ``max_examples`` and ``database`` (a Hypothesis example database) override
-    the profile's when given.
+    the profile's when given. Hypothesis ignores the database of a derandomized
+    search, so a database turns derandomization off (a seed still fixes the search).
 
     >>> for_search(get("ci"), max_examples=7).max_examples
     7
@@ -104,5 +105,5 @@ def for_search(
     if max_examples is not None:
         changes["max_examples"] = max_examples
     if database is not None:
-        changes["database"] = database
+        changes |= {"database": database, "derandomize": False}
     return settings(profile, **changes)  # type: ignore[arg-type]
