@@ -29,8 +29,8 @@ mutants: setup
 	$(BIN)/peftlife mutants --profile ci --json peftlife-reports/mutants.json
 
 lint: setup
-	$(BIN)/ruff check src tests strategies conftest.py
-	$(BIN)/ruff format --check src tests strategies conftest.py
+	$(BIN)/ruff check src tests strategies docs
+	$(BIN)/ruff format --check src tests strategies docs
 	$(BIN)/mypy
 
 clean:

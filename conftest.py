@@ -1,16 +1,8 @@
-"""Hypothesis settings profiles for this repository's suite.
+"""The suite's own pytest configuration.
 
-``dev`` by default, ``ci`` when the CI variable is set; any registered profile
-with ``--hypothesis-profile NAME``. The profiles live in ``peftlife.search.profiles``
-so the command line and the pytest plugin have them outside this repository.
+Hypothesis settings are peftlife's own profiles, applied by the plugin to
+peftlife's machines only (``--peftlife-profile``); nothing here loads a profile.
 """
-
-from hypothesis import settings
-
-from peftlife.search import profiles
-
-profiles.register()
-settings.load_profile(profiles.default_name())
 
 # The fake TensorRT-LLM checkouts are loaded by the adapter under stand-in modules,
 # never imported by pytest (their relative imports reach into tensorrt_llm).

@@ -16,6 +16,7 @@ import os
 import runpy
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ def finding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finding]:
     finally:
         os.chdir(saved_cwd)
         sys.path[:] = saved_path
-    jsons = sorted(directory.glob("*.json"))
+    jsons = sorted(p for p in directory.glob("*.json") if p.name != "summary.json")
     markdowns = sorted(directory.glob("*.md"))
     tests = sorted(directory.glob("test_peftlife_*.py"))
     assert (len(jsons), len(markdowns), len(tests)) == (1, 1, 1), sorted(directory.iterdir())
@@ -393,7 +394,15 @@ def test_check_reference_quiet_exits_0_and_prints_nothing(
     argv = ["check", "--sut", "reference", "--profile", "dev", "-q", "--report-dir", "out"]
     assert cli.main(argv) == cli.EXIT_HELD
     assert capsys.readouterr() == ("", "")
-    assert not (tmp_path / "out").exists()
+    # A passing run writes its summary and nothing else.
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["summary.json"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text("utf-8"))
+    assert summary["ok"] is True
+    assert summary["findings"] == []
+    (run,) = summary["runs"]
+    assert run["verdict"] == "held"
+    assert run["budget"] == 40 <= run["examples"]
+    assert run["iterations"] > 0
 
 
 def test_check_accepts_a_scenario_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -425,17 +434,25 @@ def _gate(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     catalogue: tuple[Mutant, ...],
+    *extra: str,
 ) -> tuple[int, str, dict[str, Any]]:
     monkeypatch.setattr(cli, "CATALOGUE", catalogue)
     for mutant in catalogue:
         monkeypatch.setitem(mutants.BY_NAME, mutant.name, mutant)
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
+    monkeypatch.setenv("COLUMNS", "200")  # one line per row, whatever the runner's terminal
     path = tmp_path / "gate.json"
     argv = ["mutants", "--profile", "ci", "--jobs", "1", "--no-shrink", "-q", "--json", str(path)]
-    code = cli.main(argv)
+    code = cli.main([*argv, *extra])
     out, err = capsys.readouterr()
     assert err == ""
     return code, out, json.loads(path.read_text("utf-8"))
+
+
+def rows_invariant(data: dict[str, Any], name: str) -> str:
+    (row,) = [r for r in data["rows"] if r["mutant"] == name]
+    invariant: str = row["invariant"]
+    return invariant
 
 
 def _row_line(out: str, name: str) -> str:
@@ -488,8 +505,20 @@ def test_mutant_gate_fails_on_an_uncaught_or_misfiled_mutant(
         BY_NAME["draft_not_suspended"], name="misfiled", expected="no_phantom_owner"
     )
     misfiled = attrs.evolve(misfiled, also_acceptable=())
-    code, out, data = _gate(monkeypatch, capsys, tmp_path, (fake, misfiled))
+    xml, md = tmp_path / "gate.xml", tmp_path / "summary.md"
+    extra = ("--junit-xml", str(xml), "--summary", str(md))
+    code, out, data = _gate(monkeypatch, capsys, tmp_path, (fake, misfiled), *extra)
     assert code == cli.EXIT_FOUND, out
+    # One JUnit test case per mutant and per reference scenario; the two bad ones fail.
+    cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
+    assert set(cases) == {"reference@default", "fake", "misfiled"}
+    failed = {name for name, c in cases.items() if c.find("failure") is not None}
+    assert failed == {"fake", "misfiled"}
+    props = {p.get("name"): p.get("value") for p in cases["misfiled"].iter("property")}
+    assert props["peftlife_invariant"] == rows_invariant(data, "misfiled")
+    summary = md.read_text("utf-8")
+    assert "peftlife mutants: FAILED" in summary
+    assert "| fake | NO |" in summary
     assert data["ok"] is False
     rows = {row["mutant"]: row for row in data["rows"]}
     assert rows["reference @ default"]["acceptable"] is True

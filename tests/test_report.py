@@ -225,6 +225,50 @@ def test_story_of_a_held_replay_elides_the_whole_drain() -> None:
     assert len(items) == len(CASE.actions) + 1
 
 
+def test_a_violation_marks_only_its_subject(outcome: Outcome) -> None:
+    # The subject is "request 1 (adapter 1)": request 1's row, not adapter 1's.
+    assert report.violation_subjects(outcome) == {"request 1": "ownership_follows_residency"}
+    text = report.terminal_text(CASE, outcome)
+    marked = [line for line in text.splitlines() if "← ownership_follows_residency" in line]
+    assert len(marked) == 1
+    assert marked[0].lstrip().startswith("request 1")
+
+
+def test_every_call_of_an_iteration_is_shown(outcome: Outcome) -> None:
+    """Successful calls too: each ledger call of the scheduler and the executor, in order."""
+    for item in report.story(CASE, outcome):
+        if not isinstance(item, Step) or item.entry is None:
+            continue
+        step = item.entry.snapshot.step
+        assert step is not None
+        view = item.view()
+        assert view is not None
+        shown = " ; ".join(calls for _, calls in view.calls)
+        for call in step.calls:
+            if call.method == "ensure_batch" and not call.get("tasks"):
+                continue  # a LoRA load of an empty batch does nothing
+            assert f"{call.method}(" in shown, (call, shown)
+    first = report.story(CASE, outcome)[1]
+    assert isinstance(first, Step)
+    view = first.view()
+    assert view is not None
+    assert dict(view.calls)["scheduler KV"] == "prepare_context(1); resize_context(1)"
+
+
+def test_a_long_drain_keeps_the_iterations_a_violation_names(drain_outcome: Outcome) -> None:
+    drained = [e for e in drain_outcome.entries if e.action_index is None]
+    middle = drained[len(drained) // 2].snapshot.iteration
+    named = attrs.evolve(drain_outcome.violations[0], iteration=middle)
+    outcome = attrs.evolve(drain_outcome, violations=(named,))
+    items = report.story(DRAIN_CASE, outcome)
+    shown = [i.entry.snapshot.iteration for i in items if isinstance(i, Step) and i.entry]
+    assert middle in shown
+    summaries = [i for i in items if isinstance(i, str)]
+    assert len(summaries) == 2  # before and after the named iteration
+    hidden = sum(int(text.split()[1]) for text in summaries)
+    assert hidden == len(drained) - 3 - 1
+
+
 # ---- colour: on a terminal, never with NO_COLOR, never off a terminal ----
 
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -564,18 +608,27 @@ def test_regression_test_is_python_with_the_case_inside(outcome: Outcome) -> Non
     compile(source, "test_kept.py", "exec")
     tree = ast.parse(source)
     tests = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert tests == [f"test_{report.case_name(CASE, outcome)}"]
+    assert tests == [f"test_{report.kept_test_name(CASE, outcome)}"]
+    assert max(len(line) for line in source.splitlines()) <= 100
+    # Only the public API: what ``import peftlife`` exports.
+    imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert [(n.module, [a.name for a in n.names]) for n in imports] == [
+        ("peftlife", ["check_case"])
+    ]
     (assign,) = [n for n in tree.body if isinstance(n, ast.Assign)]
     assert Case.from_json(ast.literal_eval(assign.value)) == CASE
     assert "ownership_follows_residency" in (ast.get_docstring(tree) or "")
     assert "hypothesis" not in source.lower().replace("no hypothesis search", "")
 
 
-def test_regression_test_fails_against_the_mutant(regression_file: Path) -> None:
+def test_regression_test_fails_against_the_mutant(regression_file: Path, outcome: Outcome) -> None:
     run = run_pytest(regression_file)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed" in run.stdout
-    assert "ownership_follows_residency" in run.stdout
+    # The failure is the story, line for line, not a repr of a violation.
+    for line in report.terminal_text(CASE, outcome, width=100).splitlines():
+        assert line.rstrip() in run.stdout
+    assert "Violation(" not in run.stdout
 
 
 def test_regression_test_passes_against_the_reference(regression_file: Path) -> None:
@@ -589,10 +642,9 @@ def test_regression_test_passes_against_the_reference(regression_file: Path) -> 
 
 def test_write_gives_consistently_named_files(tmp_path: Path, outcome: Outcome) -> None:
     paths = report.write(CASE, outcome, tmp_path / "reports")
-    name = report.case_name(CASE, outcome)
-    assert re.fullmatch(
-        r"mutant_no_release_on_suspend_default_ownership_follows_residency_[0-9a-f]{8}", name
-    )
+    name = "mutant_no_release_on_suspend_default_ownership_follows_residency_"
+    name += report.trace_hash(CASE)
+    assert report.case_name(CASE, outcome) == name
     assert {k: p.name for k, p in paths.items()} == {
         "json": f"{name}.json",
         "markdown": f"{name}.md",
@@ -621,8 +673,22 @@ def test_write_names_do_not_collide_across_invariants(
     second = report.write(DRAIN_CASE, drain_outcome, tmp_path)
     # Only the directory's index is shared.
     assert set(first.values()) & set(second.values()) == {first["index"]}
-    assert re.fullmatch(
-        r"tests_bad_schedulers_neverschedules_default_drain_completes_[0-9a-f]{8}",
-        report.case_name(DRAIN_CASE, drain_outcome),
+    assert report.case_name(DRAIN_CASE, drain_outcome) == (
+        f"tests_bad_schedulers_neverschedules_default_drain_completes_{report.trace_hash(DRAIN_CASE)}"
     )
     assert len(list(tmp_path.iterdir())) == 9
+
+
+def test_a_second_finding_of_the_same_invariant_does_not_overwrite_the_first(
+    tmp_path: Path, outcome: Outcome
+) -> None:
+    longer = attrs.evolve(CASE, actions=(Action("step"), *CASE.actions))
+    longer_outcome = report.replay(longer)
+    assert longer_outcome.violations[0].invariant == outcome.violations[0].invariant
+    first = report.write(CASE, outcome, tmp_path)
+    second = report.write(longer, longer_outcome, tmp_path)
+    assert set(first.values()) & set(second.values()) == {first["index"]}
+    assert len(list(tmp_path.iterdir())) == 9
+    # The hash is of the trace: the same case always gets the same name.
+    assert report.trace_hash(CASE) == report.trace_hash(attrs.evolve(CASE))
+    assert report.trace_hash(CASE) != report.trace_hash(longer)

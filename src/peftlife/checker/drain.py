@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from peftlife.checker.invariants import Violation, check
+from peftlife.checker.invariants import Violation, check, kept
 from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.snapshot import Snapshot
 
@@ -138,7 +138,7 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
         ]
     if not violations:
         violations = list(_drained_empty(engine.snapshot()))
-    return DrainResult(steps, bound, tuple(violations), tuple(snapshots))
+    return DrainResult(steps, bound, tuple(kept(violations)), tuple(snapshots))
 
 
 def _declares_no_state(scheduler: object) -> bool:

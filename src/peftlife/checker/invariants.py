@@ -8,7 +8,9 @@ all; ``drain`` is the end-of-run invariant 12, which needs an engine to step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import attrs
 
@@ -517,4 +519,30 @@ def check(snapshot: Snapshot) -> list[Violation]:
     []
     """
     names = [*_ORDER, *(n for n in INVARIANTS if n not in _ORDER)]
-    return [v for name in names for v in INVARIANTS[name](snapshot)]
+    return kept(v for name in names for v in INVARIANTS[name](snapshot))
+
+
+# Invariants a front door was told to leave out (--exclude-invariant), for the
+# length of one command: the search, the shrink and the report's replay alike.
+_EXCLUDED: ContextVar[frozenset[str]] = ContextVar("peftlife_excluded", default=frozenset())
+
+
+@contextmanager
+def excluding(names: Iterable[str]) -> Iterator[None]:
+    """Leave the named invariants out of every check inside the block.
+
+    >>> with excluding(["pages_conserved"]):
+    ...     kept([Violation("pages_conserved", "target pool", "x", "y")])
+    []
+    """
+    token = _EXCLUDED.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _EXCLUDED.reset(token)
+
+
+def kept(violations: Iterable[Violation]) -> list[Violation]:
+    """The violations of invariants not excluded."""
+    excluded = _EXCLUDED.get()
+    return [v for v in violations if v.invariant not in excluded]

@@ -1,6 +1,6 @@
-"""The ``peftlife`` command: check a scheduler, run the mutant gate, replay a report.
+"""The peftlife command: check a scheduler, run the mutant gate, replay a report.
 
-Exit codes: 0 every example held (or, for ``mutants``, the reference held and
+Exit codes: 0 every example held (or, for mutants, the reference held and
 every mutant was caught); 1 a counterexample was found; 2 bad input, with a
 one-line message that says how to fix it.
 """
@@ -13,9 +13,8 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,10 +24,14 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+import peftlife
 from peftlife import reports, sut
-from peftlife.doors import fuzz
+from peftlife.checker import catalogue, invariants
+from peftlife.doors import baseline, fuzz, junit
+from peftlife.doors import summary as run_summary
+from peftlife.doors.progress import progress
 from peftlife.search import database, profiles, scenarios
-from peftlife.search.machine import hunt, minimized, search
+from peftlife.search.machine import SearchResult, hunt, minimized, search
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -47,9 +50,46 @@ class _Parser(argparse.ArgumentParser):
 # ---- shared pieces ----
 
 
-def _settings(profile: str) -> hypothesis.settings:
+def _settings(
+    profile: str,
+    max_examples: int | None = None,
+    url: str | None = None,
+    report_dir: Path | None = None,
+) -> hypothesis.settings:
     # The story is ours to tell: Hypothesis's own falsifying-example print is noise here.
-    return hypothesis.settings(profiles.get(profile), verbosity=hypothesis.Verbosity.quiet)
+    saved = None
+    if url is not None:
+        # A Redis database is mirrored in the report directory, so its saves survive losing it.
+        local = None if report_dir is None else report_dir / "database"
+        try:
+            saved = database.open_database(url, local=local)
+        except database.DatabaseError as err:
+            raise BadInput(str(err)) from err
+    return profiles.for_search(profiles.get(profile), max_examples=max_examples, database=saved)
+
+
+def _profile(name: str) -> str:
+    """An argparse type: a profile peftlife or Hypothesis knows."""
+    try:
+        profiles.get(name)
+    except profiles.ProfileError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return name
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _invariant_name(name: str) -> str:
+    """An argparse type: an invariant a finding can carry."""
+    if name not in catalogue.names():
+        known = ", ".join(catalogue.names())
+        raise argparse.ArgumentTypeError(f"unknown invariant {name!r}; known: {known}")
+    return name
 
 
 def _validate(sut_spec: str, scenario: str | None = None) -> None:
@@ -67,49 +107,57 @@ def _writable(directory: str, option: str) -> None:
         raise BadInput(problem)
 
 
-@contextmanager
-def _progress(console: Console, label: str, show: bool) -> Iterator[Callable[[int, int], None]]:
-    """A status line (examples, iterations, elapsed) on a terminal; silent elsewhere."""
-    if not (show and console.is_terminal):
-        yield lambda examples, iterations: None
-        return
-    start = time.perf_counter()
-    with console.status(label) as status:
-
-        def update(examples: int, iterations: int) -> None:
-            elapsed = time.perf_counter() - start
-            status.update(f"{label}: {examples} examples, {iterations} iterations, {elapsed:.0f} s")
-
-        yield update
-
-
 # ---- peftlife check ----
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _validate(args.sut, args.scenario)
+    report_dir = Path(args.report_dir)
     _writable(args.report_dir, "--report-dir")
-    settings = _settings(args.profile)
-    if args.database is not None:
-        try:
-            db = database.open_database(args.database, local=Path(args.report_dir) / "database")
-        except database.DatabaseError as err:
-            raise BadInput(str(err)) from err
-        # A database replays saved failures first; derandomize would switch it off.
-        settings = hypothesis.settings(settings, database=db, derandomize=False)
-    with _progress(console, f"checking {args.sut} in {args.scenario}", not args.quiet) as tick:
-        result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
-    if result.failure is None:
-        if not args.quiet:
-            console.print(
-                f"held: {result.examples} examples of {args.sut} in scenario "
-                f"{args.scenario} ({args.profile} profile, {result.seconds:.1f} s)"
-            )
-        return EXIT_HELD
+    try:
+        known = baseline.load(Path(args.baseline)) if args.baseline else frozenset()
+    except baseline.BaselineError as err:
+        raise BadInput(str(err)) from err
+    settings = _settings(args.profile, args.max_examples, args.database, report_dir)
+    with invariants.excluding(args.exclude_invariant):
+        label = f"checking {args.sut} in {args.scenario}"
+        with progress(console, label, settings.max_examples, show=not args.quiet) as tick:
+            result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
+        found = _report_finding(args, console, result, known) if result.failure else None
+    finding, story, details = found or (None, "", "")
+    if finding is None and not args.quiet:
+        console.print(
+            f"held: {result.examples} examples of {args.sut} in scenario "
+            f"{args.scenario} ({args.profile} profile, {result.seconds:.1f} s)"
+        )
+    runs = (run_summary.ScenarioRun.of(result, settings.max_examples, finding),)
+    summary = run_summary.RunSummary("check", args.profile, runs)
+    try:
+        run_summary.write_json(summary, report_dir / "summary.json")
+    except OSError as err:  # the verdict stands: a found bug is never an exit 2
+        print(
+            f"peftlife: could not write {report_dir / 'summary.json'} ({err.strerror})",
+            file=sys.stderr,
+        )
+    _ci_outputs(args, summary.markdown(details), "peftlife check", [_junit_case(runs[0], story)])
+    return EXIT_HELD if summary.ok else EXIT_FOUND
+
+
+def _report_finding(
+    args: argparse.Namespace,
+    console: Console,
+    result: SearchResult,
+    known: frozenset[baseline.Known],
+) -> tuple[run_summary.Finding, str, str]:
+    """Tell and write a finding; return it with its story and its Markdown."""
+    assert result.failure is not None
     case = reports.Case.from_failure(
         result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
     )
     outcome = reports.replay(case)
+    invariant = result.failure.invariant
+    trace = reports.trace_hash(case)
+    is_known = baseline.Known(invariant, trace) in known
     if not args.quiet:
         reports.render_terminal(case, outcome, console)
         console.print()
@@ -124,14 +172,42 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             "the counterexample above is the whole finding",
             file=sys.stderr,
         )
-        return EXIT_FOUND
+        paths = {}
+    what = "known finding (in the baseline)" if is_known else "counterexample"
+    written = "; reports: " + ", ".join(str(p) for p in paths.values()) if paths else ""
     console.print(
-        f"counterexample found after {result.examples_to_find} examples, shrunk to "
-        f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
+        f"{what} found after {result.examples_to_find} examples, shrunk to "
+        f"{len(case.actions)} actions{written}"
     )
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
-    return EXIT_FOUND
+    report = str(paths["json"]) if paths else ""
+    finding = run_summary.Finding(invariant, trace, report, is_known)
+    story = reports.terminal_text(case, outcome, width=100)
+    return finding, story, reports.render_markdown(case, outcome)
+
+
+def _junit_case(run: run_summary.ScenarioRun, story: str) -> junit.JunitCase:
+    finding = run.finding
+    if finding is None:
+        return junit.JunitCase(run.scenario, run.sut, run.seconds)
+    properties = [("peftlife_invariant", finding.invariant), ("peftlife_trace", finding.trace)]
+    if finding.report:
+        properties.append(("peftlife_report", finding.report))
+    failure = None if finding.known else f"counterexample: {finding.invariant}"
+    return junit.JunitCase(run.scenario, run.sut, run.seconds, failure, story, tuple(properties))
+
+
+def _ci_outputs(
+    args: argparse.Namespace, markdown: str, suite: str, cases: list[junit.JunitCase]
+) -> None:
+    """The Markdown step summary and the JUnit file of one run, where asked for."""
+    try:
+        run_summary.append_markdown(markdown, args.summary)
+        if args.junit_xml:
+            junit.write(Path(args.junit_xml), suite, cases)
+    except OSError as err:
+        raise BadInput(f"cannot write {err.filename!r}: {err.strerror}") from err
 
 
 # ---- peftlife mutants ----
@@ -191,6 +267,8 @@ def _reference_row(scenario: str, profile: str) -> GateRow:
 
 
 def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
+    if args.list:
+        return _list_mutants(console)
     jobs = max(1, args.jobs)
     if args.json:
         _writable(str(Path(args.json).parent), "--json's directory")
@@ -198,7 +276,8 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
         (_reference_row, (scenario, args.profile)) for scenario in scenarios.shipped_names()
     ]
     tasks += [(gate_one, (m, args.profile, not args.no_shrink)) for m in CATALOGUE]
-    with _progress(console, "running the mutant gate", not args.quiet) as tick:
+    show = not args.quiet
+    with progress(console, "mutant gate", len(tasks), show=show, unit="runs") as tick:
         if jobs == 1:
             rows = []
             for fn, fn_args in tasks:
@@ -206,27 +285,15 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
                 tick(len(rows), 0)
         else:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
-                rows = list(pool.map(_call, tasks))
+                futures = [pool.submit(_call, task) for task in tasks]
+                for done, _ in enumerate(as_completed(futures), start=1):
+                    tick(done, 0)
+                rows = [f.result() for f in futures]
     reference = [r for r in rows if r.mutant.startswith("reference")]
     mutants = [r for r in rows if not r.mutant.startswith("reference")]
     ok = all(r.acceptable for r in reference) and all(r.caught and r.acceptable for r in mutants)
-    table = Table(title="peftlife mutant gate", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("mutant", "caught", "scenario", "invariant"):
-        table.add_column(column, no_wrap=True)
-    for column in ("examples to find", "shrunk steps", "seconds"):
-        table.add_column(column, justify="right")
-    for r in reference:
-        held = "held" if r.acceptable else "FAILED"
-        table.add_row(
-            "reference", held, r.scenario, r.invariant, str(r.examples), "-", f"{r.seconds:.1f}"
-        )
-    for r in mutants:
-        caught = ("yes" if r.acceptable else "yes, unexpected invariant") if r.caught else "NO"
-        steps = "-" if r.shrunk_steps is None else str(r.shrunk_steps)
-        table.add_row(
-            r.mutant, caught, r.scenario, r.invariant, str(r.examples), steps, f"{r.seconds:.1f}"
-        )
-    console.print(table)
+    cells = [_gate_cells(r) for r in rows]
+    console.print(_gate_table(cells))
     verdict = "the reference held and every mutant was caught" if ok else "the gate FAILED"
     console.print(verdict)
     if args.json:
@@ -243,7 +310,67 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
                 "the table above is the whole result",
                 file=sys.stderr,
             )
+    title = f"peftlife mutants: {'passed' if ok else 'FAILED'} ({args.profile} profile)"
+    markdown = run_summary.table_markdown(title, _GATE_HEADER, cells) + f"\n{verdict}\n"
+    _ci_outputs(args, markdown, "peftlife mutants", [_gate_junit(r) for r in rows])
     return EXIT_HELD if ok else EXIT_FOUND
+
+
+_GATE_HEADER = ("mutant", "caught", "scenario", "invariant", "examples", "steps", "seconds")
+
+
+def _gate_cells(r: GateRow) -> list[str]:
+    steps = "-" if r.shrunk_steps is None else str(r.shrunk_steps)
+    if r.mutant.startswith("reference"):
+        caught = "held" if r.acceptable else "FAILED"
+        return [
+            "reference",
+            caught,
+            r.scenario,
+            r.invariant,
+            str(r.examples),
+            steps,
+            f"{r.seconds:.1f}",
+        ]
+    caught = ("yes" if r.acceptable else "yes, unexpected invariant") if r.caught else "NO"
+    return [r.mutant, caught, r.scenario, r.invariant, str(r.examples), steps, f"{r.seconds:.1f}"]
+
+
+def _gate_table(cells: list[list[str]]) -> Table:
+    """The gate as a table that reads at 80 columns: long names fold, no column is dropped."""
+    table = Table(title="peftlife mutant gate", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in _GATE_HEADER[:4]:
+        table.add_column(column, overflow="fold")
+    for column in _GATE_HEADER[4:]:
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def _gate_junit(r: GateRow) -> junit.JunitCase:
+    failed = (
+        not r.acceptable if r.mutant.startswith("reference") else not (r.caught and r.acceptable)
+    )
+    name = r.mutant.replace(" @ ", "@")
+    failure = None
+    if failed:
+        failure = f"{r.mutant}: " + ("not caught" if not r.caught else f"caught by {r.invariant}")
+        if r.mutant.startswith("reference"):
+            failure = f"the reference failed {r.invariant} in {r.scenario}"
+    properties = (("peftlife_invariant", r.invariant), ("peftlife_scenario", r.scenario))
+    return junit.JunitCase(name, "peftlife.mutants", r.seconds, failure, "", properties)
+
+
+def _list_mutants(console: Console) -> int:
+    table = Table(title="the mutant catalogue (sut: mutant:NAME)", box=box.SIMPLE_HEAD)
+    table.add_column("mutant", overflow="fold")
+    table.add_column("defect", overflow="fold")
+    table.add_column("caught by", overflow="fold")
+    for m in CATALOGUE:
+        table.add_row(m.name, m.description, ", ".join(m.acceptable))
+    console.print(table)
+    return EXIT_HELD
 
 
 def _call(task: tuple[Callable[..., GateRow], tuple[Any, ...]]) -> GateRow:
@@ -285,8 +412,7 @@ def cmd_fuzz(args: argparse.Namespace, console: Console) -> int:
     if args.max_examples is not None and args.max_examples < 1:
         raise BadInput(f"--max-examples must be at least 1, not {args.max_examples}")
     report_dir = Path(args.report_dir)
-    if report_dir.exists() and not report_dir.is_dir():
-        raise BadInput(f"--report-dir {args.report_dir!r} is a file; name a directory")
+    _writable(args.report_dir, "--report-dir")
     if args.database is not None:
         try:  # reachable now, or exit 2: a campaign must not start on a database it cannot use
             database.open_database(args.database, local=report_dir / "database")
@@ -323,53 +449,127 @@ def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
     return EXIT_HELD
 
 
+# ---- peftlife invariants ----
+
+
+def cmd_invariants(args: argparse.Namespace, console: Console) -> int:
+    table = Table(title="the invariants (--exclude-invariant NAME)", box=box.SIMPLE_HEAD)
+    table.add_column("invariant", overflow="fold")
+    table.add_column("what it says", overflow="fold")
+    for name, meaning in catalogue.meanings().items():
+        table.add_row(name, meaning)
+    console.print(table)
+    return EXIT_HELD
+
+
 # ---- the parser ----
+
+_PROFILE_HELP = (
+    "settings profile: dev, ci or nightly (peftlife-dev, peftlife-ci, peftlife-nightly) or "
+    "one registered with Hypothesis (default: peftlife-ci when CI is set, else peftlife-dev)"
+)
+
+
+def _profile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        type=_profile,
+        default=profiles.default_name(),
+        help=_PROFILE_HELP,
+    )
+
+
+def _ci_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--junit-xml", metavar="FILE", default=None, help="also write JUnit XML to this file"
+    )
+    parser.add_argument(
+        "--summary",
+        metavar="FILE",
+        default=None,
+        help="append a Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set)",
+    )
 
 
 _VERBOSE = "on bad input, also the traceback of what the SUT raised"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="peftlife", description=__doc__)
+    parser = _Parser(prog="peftlife", description=__doc__, formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"peftlife {peftlife.__version__}")
     commands = parser.add_subparsers(
         dest="command", parser_class=_Parser, required=True, metavar="COMMAND"
     )
 
-    check = commands.add_parser("check", help="search for a counterexample in one scheduler")
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = commands.add_parser(
+            name, help=text, description=text, formatter_class=_Help
+        )
+        return sub
+
+    check = command("check", "search for a counterexample in one scheduler")
     check.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
     check.add_argument("--scenario", default="default", help="a shipped scenario or a .toml path")
-    check.add_argument("--profile", default="ci", choices=profiles.NAMES)
+    _profile_option(check)
     check.add_argument(
-        "--seed", type=int, default=None, help="a fixed seed (default: derandomized)"
+        "--max-examples",
+        metavar="N",
+        type=_positive,
+        default=None,
+        help="examples to search (default: the profile's budget)",
     )
-    check.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
     check.add_argument(
         "--database",
+        metavar="URL",
         default=None,
-        help="example database (a directory, or redis://host:port/db): saved failures first",
+        help="Hypothesis's example database, a directory or redis://host:port/db, so a failure "
+        "found once (by any run pointing at it) is tried first; turns derandomization off, "
+        "--seed still fixes the search (default: no database)",
     )
+    check.add_argument(
+        "--seed", type=int, default=None, help="a fixed seed (default: the profile's randomness)"
+    )
+    check.add_argument(
+        "--report-dir", metavar="DIR", default="peftlife-reports", help="where reports go"
+    )
+    check.add_argument(
+        "--exclude-invariant",
+        metavar="NAME",
+        type=_invariant_name,
+        action="append",
+        default=[],
+        help="leave this invariant out (repeatable; 'peftlife invariants' lists them)",
+    )
+    check.add_argument(
+        "--baseline",
+        metavar="FILE",
+        default=None,
+        help="known findings (a summary.json of an earlier run): they do not fail the run",
+    )
+    _ci_options(check)
     check.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
     check.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     check.set_defaults(run=cmd_check)
 
-    gate = commands.add_parser("mutants", help="the reference and every mutant of the catalogue")
-    gate.add_argument("--profile", default="ci", choices=profiles.NAMES)
+    gate = command("mutants", "the reference and every mutant of the catalogue")
+    _profile_option(gate)
+    gate.add_argument("--list", action="store_true", help="list the catalogue and stop")
     gate.add_argument("--json", default=None, help="also write the table as JSON to this file")
     gate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     gate.add_argument("--no-shrink", action="store_true", help="skip shrinking (no step counts)")
-    gate.add_argument("-q", "--quiet", action="store_true")
+    _ci_options(gate)
+    gate.add_argument("-q", "--quiet", action="store_true", help="no progress")
     gate.set_defaults(run=cmd_mutants)
 
-    replay = commands.add_parser("replay", help="replay a saved report deterministically")
+    replay = command("replay", "replay a saved report deterministically")
     replay.add_argument("report", help="a report's .json file")
     replay.add_argument("--sut", default=None, help="replay against this scheduler instead")
-    replay.add_argument("-q", "--quiet", action="store_true")
+    replay.add_argument("-q", "--quiet", action="store_true", help="only the exit code")
     replay.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     replay.set_defaults(run=cmd_replay)
 
-    campaign = commands.add_parser(
-        "fuzz", help="a long campaign over many workers sharing one example database"
-    )
+    campaign = command("fuzz", "a long campaign over many workers sharing one example database")
     campaign.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
     campaign.add_argument(
         "--scenario", default="all", help="'all' (default), a shipped scenario or a .toml path"
@@ -394,15 +594,33 @@ def _parser() -> argparse.ArgumentParser:
         default=fuzz.MAX_RESTARTS,
         help="times a worker whose process died is started again",
     )
-    campaign.add_argument("--profile", default="nightly", choices=profiles.NAMES)
+    campaign.add_argument(
+        "--profile",
+        metavar="NAME",
+        type=_profile,
+        default="nightly",
+        help="settings profile: how deep each example goes (default: nightly)",
+    )
     campaign.add_argument(
         "--seed", type=int, default=None, help="base seed (default: from the clock)"
     )
     campaign.set_defaults(run=cmd_fuzz)
 
-    listing = commands.add_parser("scenarios", help="list the shipped scenario profiles")
+    listing = command("scenarios", "list the shipped scenario profiles")
     listing.set_defaults(run=cmd_scenarios)
+    meanings = command("invariants", "list the invariants, each with its meaning")
+    meanings.set_defaults(run=cmd_invariants)
     return parser
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Keep the description's paragraphs as written; show each meaningful default once."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -410,13 +628,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     # Off a terminal (CI logs, pipes) lines are kept long rather than wrapped at 80.
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+    # COLUMNS, when set, wins (rich reads it), so a table can be asked for at 80 columns.
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    console = Console(highlight=False, width=140 if wide else None)
     args: argparse.Namespace | None = None
     try:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):
             raise BadInput(
-                "choose a command: check, mutants, replay, fuzz or scenarios (see --help)"
+                "choose a command: check, mutants, replay, fuzz, scenarios or invariants "
+                "(see --help)"
             )
         args = parser.parse_args(argv)
         code: int = args.run(args, console)

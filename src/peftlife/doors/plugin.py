@@ -1,17 +1,25 @@
 """The pytest plugin, registered through the ``pytest11`` entry point.
 
-Options:
+A ``lifecycle_machine(...).TestCase`` collected under pytest runs as
+``peftlife check`` does: no Hypothesis shrink phase, peftlife's own shrinker,
+one failure (the first invariant), and the failure message is the story, the
+same text as the terminal report. Its reports are written by default.
 
-* ``--peftlife-sut SPEC``: the scheduler the ``peftlife_sut`` fixture names, and
-  the one kept regression tests replay against;
-* ``--peftlife-scenario NAME|PATH``: the scenario the ``peftlife_scenario``
-  fixture names;
+Options (each also an ini option in ``[tool.pytest.ini_options]``, without
+the leading dashes and with underscores):
+
+* ``--peftlife-sut SPEC``: run every lifecycle machine, the kept regression
+  tests and the ``peftlife_search`` fixture against this scheduler;
+* ``--peftlife-scenario NAME|PATH``: search every lifecycle machine and the
+  fixture in this scenario;
+* ``--peftlife-profile NAME``: the settings profile of peftlife's machines
+  (default ``peftlife-ci`` when ``CI`` is set, else ``peftlife-dev``); other
+  tests keep whatever Hypothesis profile they had;
 * ``--peftlife-report-dir DIR``: where a failing machine test writes its JSON,
-  Markdown and regression-test reports.
+  Markdown and regression-test reports (default ``peftlife-reports``).
 
-A failing machine test (one that raised ``LifecycleFailure``) also gets the
-violated invariant and the report path as properties in the JUnit XML
-(``--junitxml``).
+A failing machine test also gets the violated invariant and the report path
+as properties in the JUnit XML (``--junitxml``).
 """
 
 from __future__ import annotations
@@ -24,73 +32,121 @@ from typing import Any
 import pytest
 
 from peftlife import reports, sut
-from peftlife.search import profiles, scenarios
+from peftlife.search import profiles, scenarios, session
 from peftlife.search.machine import LifecycleFailure, SearchResult, minimized, search
 
-# Registered at import, before Hypothesis's own plugin reads --hypothesis-profile,
-# so `--hypothesis-profile ci` works in any project that installs peftlife.
-profiles.register()
+DEFAULT_REPORT_DIR = "peftlife-reports"
+_OPTIONS = {
+    "peftlife_sut": f"scheduler under test for every lifecycle machine: {sut.FORMS}",
+    "peftlife_scenario": "scenario for every lifecycle machine: a shipped name or a .toml path",
+    "peftlife_profile": "settings profile of peftlife's machines: peftlife-dev, peftlife-ci or "
+    "peftlife-nightly (default: peftlife-ci when CI is set, else peftlife-dev)",
+    "peftlife_report_dir": f"where counterexample reports go (default {DEFAULT_REPORT_DIR})",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("peftlife", "peftlife lifecycle harness")
-    group.addoption("--peftlife-sut", default=None, help=f"scheduler under test: {sut.FORMS}")
-    group.addoption(
-        "--peftlife-scenario", default=None, help="scenario profile: a shipped name or a .toml"
-    )
-    group.addoption("--peftlife-report-dir", default=None, help="write counterexample reports here")
+    for name, text in _OPTIONS.items():
+        group.addoption("--" + name.replace("_", "-"), dest=name, default=None, help=text)
+        parser.addini(name, text, default=None)
 
 
+def _value(config: pytest.Config, name: str) -> str | None:
+    """The command-line value, else the ini value, else None."""
+    value: str | None = config.getoption(name) or config.getini(name) or None
+    return value
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # Before Hypothesis's own plugin reads --hypothesis-profile, so the peftlife
+    # names work there too; adding them replaces no profile.
+    profiles.register()
     # Bad input at the front door: a usage error, the command line's one line.
     try:
-        if spec := config.getoption("peftlife_sut"):
+        if spec := _value(config, "peftlife_sut"):
             sut.wired(spec)
-        if scenario := config.getoption("peftlife_scenario"):
+        if scenario := _value(config, "peftlife_scenario"):
             scenarios.load(scenario)
-    except (sut.SUTError, scenarios.ScenarioError) as err:
+        if profile := _value(config, "peftlife_profile"):
+            profiles.get(profile)
+    except (sut.SUTError, scenarios.ScenarioError, profiles.ProfileError) as err:
         # Under -v, what the SUT raised comes first, as the command line's -v shows it.
         shown = err.__cause__ is not None and config.get_verbosity() > 0
         trace = "".join(traceback.format_exception(err.__cause__)) if shown else ""
         raise pytest.UsageError(f"{trace}peftlife: error: {err}") from err
-    directory = config.getoption("peftlife_report_dir")
-    if directory and (problem := reports.unwritable(Path(directory), "--peftlife-report-dir")):
-        raise pytest.UsageError(f"peftlife: error: {problem}")
+    if _value(config, "peftlife_report_dir"):
+        where = "--peftlife-report-dir"
+        if problem := reports.unwritable(_report_dir(config), where):
+            raise pytest.UsageError(f"peftlife: error: {problem}")
+    session.begin(
+        session.Options(
+            sut=_value(config, "peftlife_sut"),
+            scenario=_value(config, "peftlife_scenario"),
+            profile=_value(config, "peftlife_profile"),
+        )
+    )
+    config.stash[_began] = True
+
+
+_began = pytest.StashKey[bool]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_began, False):
+        session.end()
+
+
+def _report_dir(config: pytest.Config) -> Path:
+    if option := config.getoption("peftlife_report_dir"):
+        return Path(option)
+    if ini := config.getini("peftlife_report_dir"):
+        # An ini path is relative to the ini file, as pytest's own paths are.
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return base / str(ini)
+    return Path(DEFAULT_REPORT_DIR)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave the report directory out: its regression tests are kept by moving them."""
+    directory = _report_dir(config).resolve()
+    if collection_path.resolve() == directory:
+        return True
+    return None
 
 
 @pytest.fixture
 def peftlife_sut(request: pytest.FixtureRequest) -> str | None:
     """The ``--peftlife-sut`` value, or None."""
-    value: str | None = request.config.getoption("peftlife_sut")
-    return value
+    return _value(request.config, "peftlife_sut")
 
 
 @pytest.fixture
 def peftlife_scenario(request: pytest.FixtureRequest) -> str | None:
     """The ``--peftlife-scenario`` value, or None."""
-    value: str | None = request.config.getoption("peftlife_scenario")
-    return value
+    return _value(request.config, "peftlife_scenario")
 
 
 @pytest.fixture
 def peftlife_search(
     peftlife_sut: str | None, peftlife_scenario: str | None
 ) -> Callable[..., SearchResult]:
-    """Run the machine under the loaded Hypothesis profile; raise on a finding.
+    """Search as a lifecycle machine does, under peftlife's profile; raise on a finding.
 
     ``peftlife_search()`` checks ``--peftlife-sut`` (default ``reference``) in
     ``--peftlife-scenario`` (default ``default``); arguments override both, and
     ``seed`` fixes the search's seed as ``peftlife check --seed`` does.
     """
-    from hypothesis import settings
 
     def run(
         sut_spec: str | None = None, scenario: str | None = None, seed: int | None = None
     ) -> SearchResult:
+        name = session.current().profile or profiles.default_name()
         result = search(
             sut_spec or peftlife_sut or "reference",
             scenario or peftlife_scenario or "default",
-            settings(),
+            profiles.for_search(profiles.get(name)),
             seed=seed,
         )
         if result.failure is not None:
@@ -105,26 +161,37 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[Any]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     rep = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, reports.CaseFailed):
+        rep.longrepr = str(call.excinfo.value).strip("\n")  # a kept case: its story
+        return rep
     failure = _lifecycle_failure(call)
     if failure is None:
         return rep
+    case = reports.Case.from_failure(minimized(failure), profile=_profile_shown(item.config))
+    outcome = reports.replay(case)
     properties = [("peftlife_invariant", failure.invariant)]
-    directory = item.config.getoption("peftlife_report_dir")
-    if directory:
-        case = reports.Case.from_failure(minimized(failure))
-        try:
-            paths = reports.write(case, reports.replay(case), Path(directory))
-        except OSError as err:
-            # The failure stands as reported; only the files are missing, and this says why.
-            problem = f"could not write reports to {directory!r} ({err.strerror})"
-            properties.append(("peftlife_report_error", problem))
-            rep.sections.append(("peftlife", problem))
-        else:
-            properties.append(("peftlife_report", str(paths["json"])))
+    story = reports.terminal_text(case, outcome, width=100)
+    try:
+        paths = reports.write(case, outcome, _report_dir(item.config))
+    except OSError as err:
+        # The failure stands as reported; only the files are missing, and this says why.
+        problem = f"could not write reports to {str(_report_dir(item.config))!r} ({err.strerror})"
+        properties.append(("peftlife_report_error", problem))
+        story += f"\npeftlife: {problem}"
+    else:
+        properties.append(("peftlife_report", str(paths["json"])))
+        story += "\nreports: " + ", ".join(str(p) for p in paths.values())
+    # The story is the failure message; the traceback through Hypothesis says nothing more.
+    rep.longrepr = story
     for prop in properties:
         item.user_properties.append(prop)
         rep.user_properties.append(prop)
     return rep
+
+
+def _profile_shown(config: pytest.Config) -> str:
+    name = _value(config, "peftlife_profile") or profiles.default_name()
+    return profiles.canonical(name)
 
 
 def _lifecycle_failure(call: pytest.CallInfo[Any]) -> LifecycleFailure | None:

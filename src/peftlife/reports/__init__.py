@@ -16,22 +16,32 @@ from peftlife.reports.case import (
     load_json,
     replay,
     to_json,
+    trace_hash,
 )
 from peftlife.reports.files import unwritable, write
 from peftlife.reports.html import render_html, render_index, write_index
 from peftlife.reports.markdown import render_markdown
-from peftlife.reports.regression import case_name, render_regression_test
-from peftlife.reports.story import Step, story, world_lines
+from peftlife.reports.regression import (
+    CaseFailed,
+    case_name,
+    check_case,
+    kept_test_name,
+    render_regression_test,
+)
+from peftlife.reports.story import Step, story, violation_subjects, world_lines
 from peftlife.reports.terminal import print_report, render_terminal, terminal_text
 
 __all__ = [
     "SCHEMA_VERSION",
     "Case",
+    "CaseFailed",
     "Entry",
     "Outcome",
     "ReportError",
     "Step",
     "case_name",
+    "check_case",
+    "kept_test_name",
     "load_json",
     "print_report",
     "render_html",
@@ -43,7 +53,9 @@ __all__ = [
     "story",
     "terminal_text",
     "to_json",
+    "trace_hash",
     "unwritable",
+    "violation_subjects",
     "world_lines",
     "write",
     "write_index",

@@ -9,6 +9,7 @@ the report file's format, with a ``schema_version``.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "load_json",
     "replay",
     "to_json",
+    "trace_hash",
 ]
 
 SCHEMA_VERSION = 1
@@ -223,6 +225,17 @@ def _actions(data: list[Any], config: EngineConfig) -> tuple[Action, ...]:
     if rule := drain_premise_broken(config, requests):
         raise ReportError(f"config: the world cannot drain these requests: {rule}")
     return tuple(actions)
+
+
+def trace_hash(case: Case) -> str:
+    """A short hash of the shrunk trace (the world and the actions), stable across runs.
+
+    Report names carry it, so a second finding never overwrites the first, and a
+    baseline of known findings matches on it.
+    """
+    trace = {"config": _plain(case.config), "actions": [a.to_json() for a in case.actions]}
+    digest = hashlib.sha256(json.dumps(trace, sort_keys=True).encode("utf-8")).hexdigest()
+    return digest[:8]
 
 
 def replay(case: Case, sut: str | None = None) -> Outcome:

@@ -21,7 +21,7 @@ def _phrases(view: Iteration) -> list[str]:
     phrases += [p for row in view.requests if (p := _row_phrase(row))]
     phrases += view.ended
     phrases += [p for row in view.adapters if (p := _row_phrase(row))]
-    phrases += [f"scheduler {what} calls {calls}" for what, calls in view.calls]
+    phrases += [f"{what} calls {calls}" for what, calls in view.calls]
     phrases += [f"engine: {message}" for message in view.errors]
     return phrases
 

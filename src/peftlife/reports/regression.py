@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import pprint
 import re
+import textwrap
+from typing import Any
 
-from peftlife.reports.case import Case, to_json
+import attrs
+
+from peftlife.reports.case import Case, replay, to_json, trace_hash
+from peftlife.reports.terminal import terminal_text
 from peftlife.search.trace import Outcome
 
 # ---- the regression test ----
@@ -17,28 +20,46 @@ _TEST_TEMPLATE = '''"""Regression test kept from a peftlife counterexample.
 {headline}
 
 It replays the exact steps through the engine, with no search, and checks every
-invariant after every iteration, then the drain. It fails while the defect is
-there and passes once it is fixed. Replay it against another scheduler with
-``pytest --peftlife-sut SPEC``.
+invariant after every iteration, then the drain. It fails with the story while
+the defect is there and passes once it is fixed. Replay it against another
+scheduler with ``pytest --peftlife-sut SPEC``.
 """
 
-from peftlife.reports import Case, replay
+from peftlife import check_case
 
 CASE = {case}
 
 
-def test_{name}(peftlife_sut: str | None) -> None:
-    outcome = replay(Case.from_json(CASE), sut=peftlife_sut)
-    assert outcome.held, "\\n".join(str(v) for v in outcome.violations)
+def test_{function}(peftlife_sut: str | None) -> None:
+    check_case(CASE, sut=peftlife_sut)
 '''
 
 
+class CaseFailed(AssertionError):
+    """A kept case still fails; the message is its story, as the terminal tells it."""
+
+
+def check_case(data: dict[str, Any], sut: str | None = None) -> None:
+    """Replay a kept case (a report's JSON object) and raise ``CaseFailed`` with the story.
+
+    ``sut`` replays it against another scheduler instead of the recorded one.
+
+    >>> check_case({"schema_version": 0})
+    Traceback (most recent call last):
+    ...
+    peftlife.reports.case.ReportError: report schema_version is 0; ...
+    """
+    case = Case.from_json(data)
+    outcome = replay(case, sut=sut)
+    if not outcome.held:
+        shown = case if sut is None else attrs.evolve(case, sut=sut)
+        raise CaseFailed("\n" + terminal_text(shown, outcome, width=100))
+
+
 def case_name(case: Case, outcome: Outcome) -> str:
-    """A file-system and Python friendly name for this case, unique to its trace."""
+    """A file-system and Python friendly name for this case, unique per shrunk trace."""
     invariant = outcome.violations[0].invariant if outcome.violations else "held"
-    trace = json.dumps([to_json(case, outcome)[k] for k in ("config", "actions")])
-    digest = hashlib.sha256(trace.encode()).hexdigest()[:8]
-    raw = f"{case.sut}_{case.scenario}_{invariant}_{digest}"
+    raw = f"{case.sut}_{case.scenario}_{invariant}_{trace_hash(case)}"
     return re.sub(r"[^0-9a-zA-Z]+", "_", raw).strip("_").lower()
 
 
@@ -50,7 +71,13 @@ def render_regression_test(case: Case, outcome: Outcome) -> str:
         f"{outcome.violations[0]}" if outcome.violations else "Every invariant held."
     ).replace('"""', "'''")
     return _TEST_TEMPLATE.format(
-        headline=headline,
+        headline=textwrap.fill(headline, width=88),
         case=pprint.pformat(kept, width=96, sort_dicts=False),
-        name=case_name(case, outcome),
+        function=kept_test_name(case, outcome),
     )
+
+
+def kept_test_name(case: Case, outcome: Outcome) -> str:
+    """The kept test's function name without ``test_``: the invariant and the trace hash."""
+    invariant = outcome.violations[0].invariant if outcome.violations else "held"
+    return f"{invariant}_{trace_hash(case)}"

@@ -16,6 +16,7 @@ from peftlife.checker.invariants import owned
 from peftlife.reports.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.engine import EngineConfig
+from peftlife.world.ledger import Call
 from peftlife.world.snapshot import Snapshot
 
 # ---- the story both renderings tell ----
@@ -83,14 +84,8 @@ def adapter_fields(s: Snapshot) -> dict[int, dict[str, str]]:
 
 def scheduler_calls(s: Snapshot) -> list[str]:
     """The PEFT calls the scheduler made in this iteration, as short text."""
-    calls = []
-    for c in s.step.calls if s.step else ():
-        if c.caller == "scheduler" and c.component == "peft":
-            pause = c.get("pause")
-            arg = "" if pause is None else f", pause={pause}"
-            result = "" if c.result in (None, "ok") else f" → {c.result}"
-            calls.append(f"{c.method}({c.request_id}{arg}){result}")
-    return calls
+    calls = s.step.calls if s.step else ()
+    return [_peft_call(c) for c in calls if c.caller == "scheduler" and c.component == "peft"]
 
 
 _WHY = {
@@ -101,17 +96,43 @@ _WHY = {
 
 
 def scheduler_kv_calls(s: Snapshot) -> list[str]:
-    """The scheduler's KV moves that explain an iteration: failures, suspends, frees, preempts."""
-    calls = []
-    for c in s.step.calls if s.step else ():
-        if c.caller != "scheduler" or c.component == "peft":
-            continue
-        failed = c.result is False
-        if failed or c.method in ("suspend_request", "free_resources", "preempt_request"):
-            pool = "" if c.component == "target" else f"{c.component} "
-            why = f" → failed ({_WHY.get(str(c.get('fault')), 'no room')})" if failed else ""
-            calls.append(f"{pool}{c.method}({c.request_id}){why}")
-    return calls
+    """Every KV call the scheduler made in this iteration, failures with their reason."""
+    calls = s.step.calls if s.step else ()
+    return [_kv_call(c) for c in calls if c.caller == "scheduler" and c.component != "peft"]
+
+
+def executor_calls(s: Snapshot) -> list[str]:
+    """The calls the executor made after the scheduler (resources, LoRA loads, frees).
+
+    A LoRA load of an empty batch changes nothing and is left out.
+    """
+    return [
+        _kv_call(c) if c.component != "peft" else _peft_call(c)
+        for c in (s.step.calls if s.step else ())
+        if c.caller in ("prepare_resources", "free_resources")
+        and not (c.method == "ensure_batch" and not c.get("tasks") and not c.get("evicted"))
+    ]
+
+
+def _kv_call(c: Call) -> str:
+    pool = "" if c.component == "target" else f"{c.component} "
+    why = f" → failed ({_WHY.get(str(c.get('fault')), 'no room')})" if c.result is False else ""
+    return f"{pool}{c.method}({'' if c.request_id is None else c.request_id}){why}"
+
+
+def _peft_call(c: Call) -> str:
+    if c.method == "ensure_batch":
+        evicted = c.get("evicted")
+        tail = f", evicting {list(evicted)}" if isinstance(evicted, tuple) and evicted else ""
+        failed = "" if c.result == "ok" else f" → {c.result}"
+        tasks = c.get("tasks")
+        shown = list(tasks) if isinstance(tasks, tuple) else []
+        return f"ensure_batch(adapters {shown}{tail}){failed}"
+    pause = c.get("pause")
+    arg = "" if pause is None else f", pause={pause}"
+    result = "" if c.result in (None, "ok", True) else f" → {c.result}"
+    rid = "" if c.request_id is None else str(c.request_id)
+    return f"{c.method}({rid}{arg}){result}"
 
 
 def output_line(s: Snapshot) -> str:
@@ -153,7 +174,7 @@ class Iteration:
     requests: tuple[Row, ...]
     ended: tuple[str, ...]
     adapters: tuple[Row, ...]
-    calls: tuple[tuple[str, str], ...]  # ("KV" or "PEFT", the calls as text)
+    calls: tuple[tuple[str, str], ...]  # (whose calls, the calls as text)
     errors: tuple[str, ...]
 
 
@@ -161,10 +182,12 @@ def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> 
     old_requests = request_fields(previous) if previous else {}
     old_adapters = adapter_fields(previous) if previous else {}
     kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
-    calls = [("KV", "; ".join(kv_calls))] if kv_calls else []
+    calls = [("scheduler KV", "; ".join(kv_calls))] if kv_calls else []
     if peft_calls or (kv_calls and s.adapters):
         # A KV move without its PEFT move is often the defect itself: say "none".
-        calls.append(("PEFT", "; ".join(peft_calls) or "none"))
+        calls.append(("scheduler PEFT", "; ".join(peft_calls) or "none"))
+    if executor := executor_calls(s):
+        calls.append(("executor", "; ".join(executor)))
     return Iteration(
         output=output_line(s),
         requests=tuple(
@@ -227,25 +250,41 @@ def story(case: Case, outcome: Outcome, drain_shown: int = 3) -> list[Step | str
         if outcome.during == "step" and entry is outcome.entries[-1]:
             return items
     drained = [e for e in outcome.entries if e.action_index is None]
-    if drained:
-        hidden = len(drained) - drain_shown if outcome.during == "drain" else len(drained)
-        if hidden > 0:
-            items.append(
-                f"drain: {_count(hidden, 'iteration')} of {len(drained)} with every check holding"
-            )
-            previous = drained[hidden - 1].snapshot
-        if outcome.during == "drain":
-            for number, entry in enumerate(drained[max(hidden, 0) :], start=max(hidden, 0) + 1):
-                text = f"drain {number}/{len(drained)}"
-                items.append(Step(None, text, None, entry, previous, marks=marks(entry)))
-                previous = entry.snapshot
+    if outcome.during != "drain":
+        if drained:
+            items.append(_drain_summary(len(drained), len(drained)))
+        return items
+    # The last few drain iterations are shown, and every one a violation names;
+    # each run of others in between is one summary line.
+    named = {v.iteration for v in outcome.violations}
+    shown = [
+        i >= len(drained) - drain_shown or e.snapshot.iteration in named
+        for i, e in enumerate(drained)
+    ]
+    hidden = 0
+    for number, (entry, show) in enumerate(zip(drained, shown, strict=True), start=1):
+        if not show:
+            hidden += 1
+            previous = entry.snapshot
+            continue
+        if hidden:
+            items.append(_drain_summary(hidden, len(drained)))
+            hidden = 0
+        text = f"drain {number}/{len(drained)}"
+        items.append(Step(None, text, None, entry, previous, marks=marks(entry)))
+        previous = entry.snapshot
     return items
+
+
+def _drain_summary(hidden: int, total: int) -> str:
+    return f"drain: {_count(hidden, 'iteration')} of {total} with every check holding"
 
 
 def violation_subjects(outcome: Outcome) -> dict[str, str]:
     """Rows a violation is about (``request 3``, ``adapter 7``), with its invariant."""
     marks: dict[str, str] = {}
     for v in outcome.violations:
-        for kind, number in re.findall(r"(request|adapter) (\d+)", v.subject):
-            marks.setdefault(f"{kind} {number}", v.invariant)
+        # The subject is the first thing named: "request 3 (adapter 1)" is about request 3.
+        if found := re.match(r"(request|adapter) (\d+)", v.subject):
+            marks.setdefault(f"{found[1]} {found[2]}", v.invariant)
     return marks

@@ -65,7 +65,7 @@ def _print_iteration(say: Callable[..., None], view: Iteration) -> None:
     for row in view.adapters:
         say(_row_text(row))
     for what, calls in view.calls:
-        say(f"      scheduler {what} calls: {calls}")
+        say(f"      {what} calls: {calls}")
     for message in view.errors:
         say(f"      engine: {message}", "red")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+import unittest
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from hypothesis.stateful import (
 from peftlife import sut
 from peftlife.checker import drain, invariants
 from peftlife.checker.invariants import Violation
-from peftlife.search import observe, scenarios, shrink
+from peftlife.search import observe, profiles, scenarios, session, shrink
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
@@ -116,6 +117,8 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     sut_spec: ClassVar[str] = "reference"
     scenario: ClassVar[Scenario]
+    # The scenario as it was named (a shipped name or a .toml path), for a retargeted run.
+    scenario_spec: ClassVar[str] = "default"
     factory: ClassVar[SchedulerFactory]
     # Shared by every example of this class, for the coverage test and the gate.
     coverage: ClassVar[Counter[str]]
@@ -197,6 +200,11 @@ class LifecycleMachine(RuleBasedStateMachine):
                 cls.schedule_deadline = min(shrink.HUNG_DEADLINE, cls.schedule_deadline or 1.0)
         return invariants.check(snapshot)
 
+    @classmethod
+    def _to_test_case(cls) -> Any:  # type: ignore[override]  # upstream wraps it in a cache
+        """The ``TestCase`` of this machine: it runs as ``peftlife check`` does."""
+        return _test_case(cls)
+
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would
         # replace the first finding with a later one.
@@ -275,6 +283,7 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     Machine.__name__ = Machine.__qualname__ = f"Lifecycle[{sut_spec} @ {s.name}]"
     Machine.sut_spec = sut_spec
     Machine.scenario = s
+    Machine.scenario_spec = scenario
     Machine.factory = factory
     Machine.coverage = Counter()
     Machine.examples = 0
@@ -293,6 +302,8 @@ class SearchResult:
     examples_to_find: int
     seconds: float
     coverage: Counter[str]
+    # Executor iterations run in all, drains included.
+    iterations: int = 0
 
     @property
     def held(self) -> bool:
@@ -356,6 +367,7 @@ def search(
         machine.examples_to_first_failure,
         time.perf_counter() - start,
         machine.coverage,
+        machine.iterations,
     )
 
 
@@ -374,6 +386,35 @@ def hunt(sut_spec: str, settings: hypothesis.settings) -> SearchResult:
         spent += result.examples
     assert result is not None, "no scenario ships with peftlife"
     return attrs.evolve(result, examples_to_find=spent)
+
+
+@cache
+def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
+    """A unittest case that searches ``machine`` as the command line does.
+
+    No Hypothesis shrink phase, peftlife's own shrinker, one failure (the first
+    invariant): ``search`` does all three. The session's options (the pytest
+    plugin's ``--peftlife-*``) retarget the SUT, the scenario and the profile;
+    a ``settings`` set on the case by hand is used instead of the profile.
+    """
+
+    class LifecycleTestCase(unittest.TestCase):
+        settings: ClassVar[hypothesis.settings | None] = None
+
+        def runTest(self) -> None:
+            options = session.current()
+            profile = self.settings or profiles.get(options.profile or profiles.default_name())
+            result = search(
+                options.sut or machine.sut_spec,
+                options.scenario or machine.scenario_spec,
+                profiles.for_search(profile),
+            )
+            if result.failure is not None:
+                raise result.failure
+
+    LifecycleTestCase.__name__ = f"{machine.__name__}.TestCase"
+    LifecycleTestCase.__qualname__ = LifecycleTestCase.__name__
+    return LifecycleTestCase
 
 
 @contextmanager

@@ -1,0 +1,62 @@
+"""What a front door asks of every lifecycle machine it runs in this session.
+
+The pytest plugin sets these from ``--peftlife-sut``, ``--peftlife-scenario``
+and ``--peftlife-profile`` for the length of a pytest session, so a
+``lifecycle_machine(...).TestCase`` collected from a project's tests is
+retargeted as the options say; outside a session every field is None and a
+machine runs what it was built with, under the default profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+
+
+@attrs.frozen
+class Options:
+    """Overrides for every machine run in this session; None keeps the machine's own."""
+
+    sut: str | None = None
+    scenario: str | None = None
+    profile: str | None = None
+
+
+_current: list[Options] = [Options()]
+
+
+def current() -> Options:
+    """The options in force.
+
+    >>> current().sut is None
+    True
+    """
+    return _current[-1]
+
+
+def begin(options: Options) -> None:
+    """Put ``options`` in force until ``end()``."""
+    _current.append(options)
+
+
+def end() -> None:
+    """Restore the options in force before the last ``begin()``."""
+    if len(_current) > 1:
+        _current.pop()
+
+
+@contextmanager
+def using(options: Options) -> Iterator[None]:
+    """``options`` in force inside the block.
+
+    >>> with using(Options(sut="reference")):
+    ...     current().sut
+    'reference'
+    """
+    begin(options)
+    try:
+        yield
+    finally:
+        end()

@@ -1,0 +1,300 @@
+"""What the command gives CI: JUnit, step summaries, the JSON summary, baselines, progress.
+
+Every run goes through ``cli.main`` as a user's CI job would call ``peftlife``;
+the findings come from search (``mutant:no_release_on_suspend`` is found in a
+few examples under the ``ci`` profile), never from hand-written steps.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+import peftlife
+from peftlife.checker import catalogue
+from peftlife.doors import cli
+from peftlife.doors.progress import progress
+from peftlife.search.machine import COVERAGE_LABELS
+from peftlife.sut.mutants import BY_NAME, CATALOGUE
+
+MUTANT = "mutant:no_release_on_suspend"
+FOUND = ["check", "--sut", MUTANT, "--profile", "ci", "-q"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # main() puts the cwd on sys.path and reports default to ./peftlife-reports.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+def summary_json(directory: Path = Path("peftlife-reports")) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((directory / "summary.json").read_text("utf-8"))
+    return data
+
+
+# ---- JUnit ----
+
+
+def test_check_writes_junit_with_the_invariant_and_the_report(tmp_path: Path) -> None:
+    assert cli.main([*FOUND, "--junit-xml", "out/junit.xml"]) == cli.EXIT_FOUND
+    root = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    (case,) = root.iter("testcase")
+    assert (case.get("name"), case.get("classname")) == ("default", MUTANT)
+    failure = case.find("failure")
+    assert failure is not None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["peftlife_invariant"] in BY_NAME["no_release_on_suspend"].acceptable
+    assert Path(props["peftlife_report"]).is_file()
+    # The failure's text is the story, the report's name carries the trace hash.
+    assert (failure.text or "").startswith("peftlife counterexample:")
+    assert props["peftlife_trace"] in props["peftlife_report"]
+
+
+def test_a_passing_check_writes_a_passing_junit_case(tmp_path: Path) -> None:
+    argv = ["check", "--profile", "dev", "--max-examples", "5", "-q", "--junit-xml", "j.xml"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    (suite,) = root.iter("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
+    (case,) = root.iter("testcase")
+    assert case.find("failure") is None
+
+
+# ---- step summary and JSON summary ----
+
+
+def test_a_passing_run_appends_its_summary_to_the_github_step_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = tmp_path / "step-summary.md"
+    step.write_text("earlier step\n", "utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    assert cli.main(["check", "--profile", "ci", "--max-examples", "60", "-q"]) == cli.EXIT_HELD
+    text = step.read_text("utf-8")
+    assert text.startswith("earlier step\n")  # appended, not overwritten
+    assert "peftlife check: passed" in text
+    run = summary_json()["runs"][0]
+    assert f"| {run['examples']}/60 | {run['iterations']} |" in text
+    reached = [label for label in COVERAGE_LABELS if label in run["paths_reached"]]
+    assert reached, run
+    assert ", ".join(reached) in text
+
+
+def test_summary_option_wins_and_a_finding_brings_its_report(tmp_path: Path) -> None:
+    assert cli.main([*FOUND, "--summary", "s.md"]) == cli.EXIT_FOUND
+    text = (tmp_path / "s.md").read_text("utf-8")
+    assert "peftlife check: FAILED" in text
+    assert "violated" in text  # the Markdown report follows the table
+
+
+def test_the_json_summary_warns_of_paths_never_reached() -> None:
+    assert cli.main(["check", "--profile", "dev", "--max-examples", "2", "-q"]) == cli.EXIT_HELD
+    data = summary_json()
+    (run,) = data["runs"]
+    never = [label for label in COVERAGE_LABELS if label not in run["paths_reached"]]
+    assert never, "two examples reached every path; the warning is untested"
+    assert data["warnings"] == [
+        f"reference in default: path '{label}' never reached" for label in never
+    ]
+    assert sum(run["rules"].values()) >= 1
+
+
+# ---- baseline and excluded invariants ----
+
+
+def test_a_baseline_of_known_findings_passes_and_a_new_finding_fails(tmp_path: Path) -> None:
+    assert cli.main(FOUND) == cli.EXIT_FOUND
+    first = summary_json()
+    (known,) = first["findings"]
+    Path("baseline.json").write_text(json.dumps(first), "utf-8")
+    assert cli.main([*FOUND, "--baseline", "baseline.json", "--junit-xml", "j.xml"]) == 0
+    again = summary_json()
+    assert again["ok"] is True
+    assert again["findings"][0] | {"known": False} == known
+    assert again["findings"][0]["known"] is True
+    (case,) = ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    assert case.find("failure") is None
+    # Another trace of the same invariant is new.
+    other = {"findings": [{"invariant": known["invariant"], "trace": "00000000"}]}
+    Path("other.json").write_text(json.dumps(other), "utf-8")
+    assert cli.main([*FOUND, "--baseline", "other.json"]) == cli.EXIT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("content", "fix"),
+    [(None, "No such file"), ("not json", "is not JSON"), ("[]", "'findings' list")],
+)
+def test_a_bad_baseline_is_exit_2(
+    content: str | None, fix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if content is not None:
+        Path("b.json").write_text(content, "utf-8")
+    assert cli.main([*FOUND, "--baseline", "b.json"]) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert fix in err
+
+
+def test_an_excluded_invariant_is_searched_past() -> None:
+    assert cli.main(FOUND) == cli.EXIT_FOUND
+    first = summary_json()["findings"][0]["invariant"]
+    argv = [*FOUND, "--exclude-invariant", first]
+    assert cli.main(argv) == cli.EXIT_FOUND
+    (finding,) = summary_json()["findings"]
+    assert finding["invariant"] != first
+    # The report tells the same: its replay ignores the excluded invariant too.
+    report = json.loads(Path(finding["report"]).read_text("utf-8"))
+    assert first not in {v["invariant"] for v in report["violations"]}
+
+
+def test_an_unknown_invariant_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "--exclude-invariant", "nope"]) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "unknown invariant 'nope'" in err
+    assert "drain_completes" in err
+
+
+# ---- the example database ----
+
+
+def test_a_failure_found_once_is_tried_first_next_time() -> None:
+    argv = [
+        "check",
+        "--sut",
+        "mutant:pause_flag_dropped",
+        "--scenario",
+        "chunked-prefill",
+        "--profile",
+        "ci",
+        "--seed",
+        "20261130",
+        "--database",
+        "db",
+        "-q",
+    ]
+    assert cli.main(argv) == cli.EXIT_FOUND
+    first = summary_json()["runs"][0]["examples"]
+    assert cli.main(argv) == cli.EXIT_FOUND
+    second = summary_json()["runs"][0]["examples"]
+    assert second <= 2 < first, (first, second)
+
+
+# ---- listings, version, help ----
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"peftlife {peftlife.__version__}"
+
+
+@pytest.mark.parametrize("command", ["check", "mutants", "replay"])
+def test_help_shows_defaults_and_no_markup(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    for argv in (["--help"], [command, "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        out = capsys.readouterr().out
+        assert "``" not in out and "(default: None)" not in out
+        assert ") (default:" not in out  # a default said once, not twice
+    if command == "check":
+        assert "(default: peftlife-reports)" in out
+        assert "peftlife-ci when CI is set" in " ".join(out.split())
+
+
+def test_invariants_lists_every_invariant_with_its_meaning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["invariants"]) == cli.EXIT_HELD
+    out = capsys.readouterr().out
+    for name, meaning in catalogue.meanings().items():
+        assert name in out
+        assert meaning.split()[1] in out
+    assert "drain_completes" in out
+
+
+def test_mutants_list_runs_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    start = time.perf_counter()
+    assert cli.main(["mutants", "--list"]) == cli.EXIT_HELD
+    out = capsys.readouterr().out
+    for mutant in CATALOGUE:
+        assert mutant.name in out
+    assert "caught" not in out.split("caught by")[-1]  # no gate verdicts
+    print(f"mutants --list took {time.perf_counter() - start:.2f} s")
+
+
+@pytest.mark.parametrize(
+    "argv", [["invariants"], ["mutants", "--list"], ["scenarios"]], ids=" ".join
+)
+def test_every_table_reads_at_80_columns(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(argv) == cli.EXIT_HELD
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+
+
+def test_the_gate_table_reads_at_80_columns_with_every_column() -> None:
+    long = "recompute_pause_keeps_ownership"
+    cells = [
+        ["reference", "held", "chunked-prefill", "-", "417", "-", "5.0"],
+        [long, "yes, unexpected invariant", "tight-lora-cache", "no_scheduler_caused_fault"],
+    ]
+    cells[1] += ["1102", "11", "22.0"]
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(cli._gate_table(cells))
+    text = out.getvalue()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    for header in cli._GATE_HEADER:
+        assert header in text
+    for value in ("1102", "11", "22.0", "417"):
+        assert value in text
+
+
+# ---- progress ----
+
+
+def test_off_a_terminal_a_heartbeat_line_says_the_run_is_alive() -> None:
+    stream = io.StringIO()
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with progress(console, "checking x", 300, show=True, heartbeat=0.02, stream=stream) as tick:
+        tick(12, 40)
+        time.sleep(0.2)
+    lines = stream.getvalue().splitlines()
+    assert lines, "no heartbeat"
+    assert lines[-1].startswith("checking x: 12/300 examples, 40 iterations,")
+
+
+def test_on_a_terminal_a_bar_shows_the_totals() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100, color_system=None)
+    with progress(console, "checking x", 300, show=True) as tick:
+        tick(12, 40)
+        time.sleep(0.3)
+    assert "12/300" in out.getvalue()
+
+
+def test_quiet_means_no_progress() -> None:
+    stream = io.StringIO()
+    console = Console(file=io.StringIO(), force_terminal=True)
+    with progress(console, "x", 3, show=False, heartbeat=0.01, stream=stream) as tick:
+        tick(1, 1)
+        time.sleep(0.05)
+    assert stream.getvalue() == ""
+    assert console.file.getvalue() == ""  # type: ignore[attr-defined]
