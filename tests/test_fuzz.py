@@ -308,7 +308,47 @@ def test_a_lost_shared_database_keeps_saves_locally_and_writes_them_through() ->
 
 
 def test_a_directory_database_and_bad_values(tmp_path: Path) -> None:
-    assert type(open_database(str(tmp_path / "db"))).__name__ == "DirectoryBasedExampleDatabase"
+    db = open_database(str(tmp_path / "db"))
+    db.save(b"k", b"v")
+    db.delete(b"k", b"v")  # a run that no longer fails it does not take it from the others
+    assert list(db.fetch(b"k")) == [b"v"]
     (tmp_path / "file").write_text("")
     with pytest.raises(DatabaseError, match="is a file"):
         open_database(str(tmp_path / "file"))
+
+
+ONE_EXAMPLE = """
+from hypothesis import settings
+
+from peftlife import lifecycle_machine
+
+TestMutant = lifecycle_machine("mutant:no_release_on_suspend", "default").TestCase
+TestMutant.settings = settings(max_examples=1, derandomize=True, stateful_step_count=40)
+"""
+
+
+def test_pytest_replays_first_what_a_campaign_saved(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    campaign = _peftlife(
+        *_fuzz("--sut", MUTANT, "--scenario", "default", "--workers", "1", "--seed", "1",
+               "--max-examples", "30", "--database", redis_server.url, cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert campaign.returncode == 1, campaign.stdout + campaign.stderr
+    (tmp_path / "test_one.py").write_text(ONE_EXAMPLE)
+
+    def pytest_run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py", *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    # One short example finds nothing by itself; with the database it replays the saved failure.
+    assert pytest_run().returncode == 0
+    found = pytest_run("--peftlife-database", redis_server.url)
+    assert found.returncode == 1, found.stdout
+    assert "peftlife counterexample: ownership_follows_residency" in found.stdout

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from peftlife import reports, sut
-from peftlife.search import profiles, scenarios, session
+from peftlife.search import database, profiles, scenarios, session
 from peftlife.search.machine import LifecycleFailure, SearchResult, minimized, search
 
 DEFAULT_REPORT_DIR = "peftlife-reports"
@@ -42,6 +42,8 @@ _OPTIONS = {
     "peftlife_profile": "settings profile of peftlife's machines: peftlife-dev, peftlife-ci or "
     "peftlife-nightly (default: peftlife-ci when CI is set, else peftlife-dev)",
     "peftlife_report_dir": f"where counterexample reports go (default {DEFAULT_REPORT_DIR})",
+    "peftlife_database": "example database of peftlife's machines, a directory or "
+    "redis://host:port/db: failures saved by any run pointing at it are tried first",
 }
 
 
@@ -80,11 +82,18 @@ def pytest_configure(config: pytest.Config) -> None:
         where = "--peftlife-report-dir"
         if problem := reports.unwritable(_report_dir(config), where):
             raise pytest.UsageError(f"peftlife: error: {problem}")
+    saved = None
+    if url := _value(config, "peftlife_database"):
+        try:
+            saved = database.open_database(url, local=_report_dir(config) / "database")
+        except database.DatabaseError as err:
+            raise pytest.UsageError(f"peftlife: error: {err}") from err
     session.begin(
         session.Options(
             sut=_value(config, "peftlife_sut"),
             scenario=_value(config, "peftlife_scenario"),
             profile=_value(config, "peftlife_profile"),
+            database=saved,
         )
     )
     config.stash[_began] = True

@@ -7,7 +7,7 @@ couple of examples. ``open_database`` turns the ``--database`` value into
 Hypothesis's own implementations:
 
 * a directory path: ``DirectoryBasedExampleDatabase`` (safe for processes on
-  one machine);
+  one machine), behind a ``KeepingDatabase`` that never deletes;
 * ``redis://host:port/db``: ``RedisExampleDatabase``, behind a
   ``ResilientDatabase`` that mirrors everything into a local directory, so a
   lost Redis costs no finding: saves made while it is gone are written through
@@ -50,8 +50,8 @@ def open_database(
     door's check); without, a Redis that does not answer starts out lost.
 
     >>> import tempfile
-    >>> type(open_database(tempfile.mkdtemp())).__name__
-    'DirectoryBasedExampleDatabase'
+    >>> open_database(tempfile.mkdtemp())
+    KeepingDatabase(DirectoryBasedExampleDatabase(...))
     """
     if not url.startswith(REDIS_SCHEMES):
         path = Path(url).expanduser()
@@ -59,7 +59,7 @@ def open_database(
             raise DatabaseError(
                 f"--database {url!r} is a file; give a directory or redis://host:port/db"
             )
-        return DirectoryBasedExampleDatabase(str(path))
+        return KeepingDatabase(DirectoryBasedExampleDatabase(str(path)))
     try:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
@@ -96,10 +96,47 @@ def open_database(
     return db
 
 
+class KeepingDatabase(ExampleDatabase):
+    """A shared database whose entries no run deletes.
+
+    Hypothesis deletes a saved failure that no longer fails when it replays it.
+    In a database shared by runs of different depth (a campaign's ``nightly``
+    examples, a developer's ``dev`` ones), a failure too deep for the shorter
+    run would be lost for every run. Saved failures therefore stay; one that
+    no longer fails costs each later run one example. (Redis entries also
+    expire after a week unused.)
+
+    >>> from hypothesis.database import InMemoryExampleDatabase
+    >>> db = KeepingDatabase(InMemoryExampleDatabase())
+    >>> db.save(b"k", b"v"); db.delete(b"k", b"v"); list(db.fetch(b"k"))
+    [b'v']
+    """
+
+    def __init__(self, inner: ExampleDatabase) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def __repr__(self) -> str:
+        return f"KeepingDatabase({self.inner!r})"
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self.inner.fetch(key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        pass
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.save(dest, value)
+
+
 class ResilientDatabase(ExampleDatabase):
     """A shared database that survives losing its server, with a local mirror.
 
-    Every save lands in the local mirror first, then in the shared database.
+    Like ``KeepingDatabase`` it never deletes. Every save lands in the local
+    mirror first, then in the shared database.
     While the shared one is lost, reads come from the mirror, and saves wait
     in a pending list that is written through as soon as it answers again.
     Nothing a search found is ever lost with the server.
@@ -183,11 +220,7 @@ class ResilientDatabase(ExampleDatabase):
         yield from (v for v in self.local.fetch(key) if v not in seen)
 
     def delete(self, key: bytes, value: bytes) -> None:
-        self.local.delete(key, value)
-        self.pending = [p for p in self.pending if p != (key, value)]
-        self._shared(lambda: self.shared.delete(key, value))
+        pass  # see KeepingDatabase: one run's miss is not every run's
 
     def move(self, src: bytes, dest: bytes, value: bytes) -> None:
-        self.local.move(src, dest, value)
-        self.pending = [(dest if k == src else k, v) for k, v in self.pending]
-        self._shared(lambda: self.shared.move(src, dest, value))
+        self.save(dest, value)

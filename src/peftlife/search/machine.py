@@ -407,7 +407,7 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
             result = search(
                 options.sut or machine.sut_spec,
                 options.scenario or machine.scenario_spec,
-                profiles.for_search(profile),
+                profiles.for_search(profile, database=options.database),
             )
             if result.failure is not None:
                 raise result.failure

@@ -1,7 +1,7 @@
 """What a front door asks of every lifecycle machine it runs in this session.
 
-The pytest plugin sets these from ``--peftlife-sut``, ``--peftlife-scenario``
-and ``--peftlife-profile`` for the length of a pytest session, so a
+The pytest plugin sets these from ``--peftlife-sut``, ``--peftlife-scenario``,
+``--peftlife-profile`` and ``--peftlife-database`` for the length of a pytest session, so a
 ``lifecycle_machine(...).TestCase`` collected from a project's tests is
 retargeted as the options say; outside a session every field is None and a
 machine runs what it was built with, under the default profile.
@@ -22,6 +22,8 @@ class Options:
     sut: str | None = None
     scenario: str | None = None
     profile: str | None = None
+    # An example database (Hypothesis's), opened once for the session.
+    database: object = None
 
 
 _current: list[Options] = [Options()]
