@@ -28,7 +28,7 @@ class Skeleton:
                 new = req not in running
                 if chunk == 0 or (new and not self._fits([*running, req])):
                     continue
-                if not self._grow_context(req, req.context_current_position + chunk):
+                if not self._grow_context(req, chunk):
                     for pool in self.pools if new else ():  # a failed first chunk keeps no KV
                         pool.free_resources(req)
                     continue
@@ -47,8 +47,9 @@ class Skeleton:
         self.pools[0].revert_allocate_generation(req)
         return False
 
-    def _grow_context(self, req: Request, size: int) -> bool:
-        return all(p.prepare_context(req) and p.resize_context(req, size) for p in self.pools)
+    def _grow_context(self, req: Request, chunk: int) -> bool:
+        """Create or resume the cache, then room for ``chunk`` tokens past the cursor."""
+        return all(p.prepare_context(req) and p.resize_context(req, chunk) for p in self.pools)
 
     def _fits(self, running: list[Request]) -> bool:
         """Every running request's whole life fits every pool, their adapters the LoRA cache."""

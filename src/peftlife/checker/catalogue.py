@@ -32,6 +32,6 @@ def names() -> tuple[str, ...]:
 
 def _first_sentence(doc: str) -> str:
     text = " ".join(doc.split("\n\n")[0].split())
-    # The first full stop after a word (not the one of the rule's number "1.").
-    found = re.match(r"(.+?[a-z)]\.)(\s|$)", text)
+    # The rule's number ("1.", "8b."), then the sentence up to its first full stop.
+    found = re.match(r"(\d+[a-z]?\.\s+.+?[a-z)]\.)(\s|$)", text)
     return found[1] if found else text
