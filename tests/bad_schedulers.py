@@ -61,3 +61,12 @@ class StatelessNeverSchedules(NeverSchedules):
     """Never schedules, and says so: the drain stops at the first repeated world."""
 
     keeps_no_state_between_passes = True
+
+
+class StatefulNoReleaseOnSuspend(ReferenceScheduler):
+    """The no_release_on_suspend mutant, not declaring that it keeps no state."""
+
+    keeps_no_state_between_passes = False
+
+    def release_on_suspend(self, req: Request) -> None:
+        pass

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from peftlife import reports, sut
-from peftlife.search import profiles, scenarios
+from peftlife.search import explore, profiles, scenarios
 from peftlife.search.machine import SearchResult, hunt, minimized, search
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
@@ -257,6 +257,74 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     return EXIT_HELD if outcome.held else EXIT_FOUND
 
 
+# ---- peftlife explore ----
+
+
+def _lengths(option: str, text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise BadInput(f"{option} takes whole numbers of at least 1 separated by commas, e.g. 1,4")
+    return values
+
+
+def cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    if args.depth < 1:
+        raise BadInput("--depth must be at least 1")
+    config = None
+    scenario = args.scenario
+    if args.world is not None:
+        try:
+            case = reports.load_json(Path(args.world))
+        except reports.ReportError as err:
+            raise BadInput(str(err)) from err
+        config, scenario = case.config, args.scenario or case.scenario
+    scenario = scenario or "default"
+    _validate(args.sut, scenario)
+    s = scenarios.load(scenario)
+    world = config or scenarios.smallest_world(s)
+    prompts = _lengths("--prompt-lens", args.prompt_lens)
+    outputs = _lengths("--max-new-tokens", args.max_new_tokens)
+    letters = explore.Alphabet.of(s, world, prompts, outputs)
+    with _progress(console, f"exploring {args.sut} in {scenario}", not args.quiet):
+        result = explore.explore(
+            args.sut,
+            scenario,
+            depth=args.depth,
+            config=world,
+            alphabet=letters,
+            max_states=args.max_states,
+        )
+    if result.failure is None:
+        if result.complete:
+            verdict = f"no violation up to depth {args.depth}"
+        else:
+            verdict = (
+                f"no violation up to depth {result.depth}; the state limit "
+                f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
+            )
+        console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
+        return EXIT_HELD
+    case = reports.Case.from_failure(result.failure, profile="explore")
+    outcome = reports.replay(case)
+    if not args.quiet:
+        reports.render_terminal(case, outcome, console)
+        console.print()
+    try:
+        paths = reports.write(case, outcome, Path(args.report_dir))
+    except OSError as err:
+        raise BadInput(f"cannot write reports to {args.report_dir!r}: {err.strerror}") from err
+    console.print(
+        f"explored {result.states} states: a shortest counterexample has "
+        f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
+    )
+    return EXIT_FOUND
+
+
 # ---- peftlife scenarios ----
 
 
@@ -308,6 +376,26 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("-q", "--quiet", action="store_true")
     replay.set_defaults(run=cmd_replay)
 
+    ex = commands.add_parser(
+        "explore", help="every action sequence up to a depth in one small world, breadth first"
+    )
+    ex.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
+    ex.add_argument(
+        "--scenario",
+        default=None,
+        help="whose actions, and whose smallest world unless --world (default: default)",
+    )
+    ex.add_argument("--world", default=None, help="explore the world of this report's .json")
+    ex.add_argument("--depth", type=int, default=5, help="longest action sequence to try")
+    ex.add_argument("--prompt-lens", default=None, help="prompt lengths to submit, e.g. 1,4")
+    ex.add_argument("--max-new-tokens", default=None, help="output lengths to submit, e.g. 1,2")
+    ex.add_argument(
+        "--max-states", type=int, default=explore.MAX_STATES, help="stop after this many states"
+    )
+    ex.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
+    ex.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
+    ex.set_defaults(run=cmd_explore)
+
     listing = commands.add_parser("scenarios", help="list the shipped scenario profiles")
     listing.set_defaults(run=cmd_scenarios)
     return parser
@@ -322,7 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):
-            raise BadInput("choose a command: check, mutants, replay or scenarios (see --help)")
+            raise BadInput(
+                "choose a command: check, mutants, explore, replay or scenarios (see --help)"
+            )
         args = parser.parse_args(argv)
         code: int = args.run(args, console)
     except BadInput as err:

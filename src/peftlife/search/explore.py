@@ -9,9 +9,10 @@ state is drained (invariant 12) on a copy, so the first failing trace it meets
 is a shortest one. It is the oracle the shrinker is measured against, and a
 check in its own right: "no violation up to depth N" is a proof for that world.
 
-    >>> result = explore("mutant:no_release_on_suspend", "kv-pressure", depth=4)
-    >>> len(result.failure.run.actions) if result.failure else None
-    4
+    >>> result = explore("mutant:no_release_on_suspend", "kv-pressure", depth=3)
+    >>> [a.describe() for a in result.failure.run.actions]  # the drain does the rest
+    ['submit(adapter=1, weights=True, prompt_len=10, max_new_tokens=3)', \
+'submit(adapter=1, weights=True, prompt_len=4, max_new_tokens=1)']
 """
 
 from __future__ import annotations
@@ -76,11 +77,17 @@ class Alphabet:
             scenario.fail_grow,
         )
 
-    def actions(self, engine: Engine) -> Iterator[Action]:
-        """The actions open in this state, in a fixed order (so a search is deterministic)."""
+    def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
+        """The actions open after ``trace``, in a fixed order (so a search is deterministic).
+
+        As in the machine, a submit must leave a world that can drain.
+        """
         yield Action("step")
         if engine.next_request_id <= self.max_requests:
-            yield from self.submits
+            submitted = [_request(a) for a in trace if a.kind == "submit"]
+            for submit in self.submits:
+                if drain.can_drain(engine.config, [*submitted, _request(submit)]):
+                    yield submit
         if self.cancel:
             for request in engine.live_requests:
                 yield Action("cancel", request_id=request.request_id)
@@ -90,6 +97,10 @@ class Alphabet:
                 yield Action("refuse_resume", pool=pool)
             if self.fail_grow:
                 yield Action("fail_grow", pool=pool)
+
+
+def _request(submit: Action) -> tuple[int | None, int, int]:
+    return submit.lora_task_id, submit.prompt_len, submit.max_new_tokens
 
 
 def _ends(r: scenarios.Range) -> tuple[int, ...]:
@@ -171,7 +182,7 @@ def explore(
     for level in range(1, depth + 1):
         following: list[tuple[Engine, tuple[Action, ...]]] = []
         for engine, trace in frontier:
-            for action in letters.actions(engine):
+            for action in letters.actions(engine, trace):
                 child = copy.deepcopy(engine)
                 actions = (*trace, action)
                 snapshot = apply(child, action)
@@ -191,3 +202,27 @@ def explore(
         if not frontier:
             break
     return Exploration(sut_spec, s.name, world, depth, states, None, True)
+
+
+def shortest_like(failure: LifecycleFailure, *, max_states: int = MAX_STATES) -> Exploration:
+    """Search the world of a finding for a failure shorter than its own trace.
+
+    The oracle for the shrinker: the finding's scenario's actions in the
+    finding's (shrunk) world, with its own request sizes besides the ranges'
+    ends, up to one action less than its trace. A failure found is a shortest
+    one; a complete exploration that finds none proves the finding shortest.
+    """
+    run = failure.run
+    s = scenarios.load(run.scenario)
+    submits = [a for a in run.actions if a.kind == "submit"]
+    prompts = sorted({a.prompt_len for a in submits} | set(_ends(s.prompt_len)))
+    outputs = sorted({a.max_new_tokens for a in submits} | set(_ends(s.max_new_tokens)))
+    letters = Alphabet.of(s, run.config, tuple(prompts), tuple(outputs))
+    return explore(
+        run.sut,
+        run.scenario,
+        depth=len(run.actions) - 1,
+        config=run.config,
+        alphabet=letters,
+        max_states=max_states,
+    )
