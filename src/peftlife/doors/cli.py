@@ -98,6 +98,20 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             _warn_unreached(result, console)
         return EXIT_HELD
     case = reports.Case.from_failure(result.failure, seed=args.seed, profile=args.profile)
+    outcome, written = _tell(case, args, console)
+    console.print(
+        f"counterexample found after {result.examples_to_find} examples, shrunk to "
+        f"{len(case.actions)} actions; reports: {written}"
+    )
+    if outcome.held:
+        console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
+    return EXIT_FOUND
+
+
+def _tell(
+    case: reports.Case, args: argparse.Namespace, console: Console
+) -> tuple[reports.Outcome, str]:
+    """Replay a case, tell its story (unless quiet), write its reports; name the files."""
     outcome = reports.replay(case)
     if not args.quiet:
         reports.render_terminal(case, outcome, console)
@@ -106,13 +120,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         paths = reports.write(case, outcome, Path(args.report_dir))
     except OSError as err:
         raise BadInput(f"cannot write reports to {args.report_dir!r}: {err.strerror}") from err
-    console.print(
-        f"counterexample found after {result.examples_to_find} examples, shrunk to "
-        f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
-    )
-    if outcome.held:
-        console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
-    return EXIT_FOUND
+    return outcome, ", ".join(str(p) for p in paths.values())
 
 
 ALL_SCENARIOS = "all"
@@ -310,17 +318,10 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
         return EXIT_HELD
     case = reports.Case.from_failure(result.failure, profile="explore")
-    outcome = reports.replay(case)
-    if not args.quiet:
-        reports.render_terminal(case, outcome, console)
-        console.print()
-    try:
-        paths = reports.write(case, outcome, Path(args.report_dir))
-    except OSError as err:
-        raise BadInput(f"cannot write reports to {args.report_dir!r}: {err.strerror}") from err
+    _, written = _tell(case, args, console)
     console.print(
         f"explored {result.states} states: a shortest counterexample has "
-        f"{len(case.actions)} actions; reports: " + ", ".join(str(p) for p in paths.values())
+        f"{len(case.actions)} actions; reports: {written}"
     )
     return EXIT_FOUND
 
