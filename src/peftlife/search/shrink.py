@@ -27,6 +27,9 @@ T = TypeVar("T")
 
 # Replays one shrink may spend; enough for the cases the scenarios generate.
 BUDGET = 4000
+# The passes that try every pair of positions run only on traces this short; on a
+# longer one they would spend the budget before delta debugging has done its work.
+PAIRWISE_LIMIT = 24
 
 
 def first_invariant(
@@ -91,6 +94,8 @@ class _Shrinker:
 
     def delete_pairs(self) -> None:
         """Remove two actions that are not neighbours at once (a submit and its step, say)."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
         self._first_success(
             lambda: (
                 _dropping(self.actions, {i, j})
@@ -102,6 +107,8 @@ class _Shrinker:
 
     def move_earlier(self) -> None:
         """Move one action earlier when that lets another go (a submit before the steps)."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
         self._first_success(
             lambda: (
                 moved
@@ -125,6 +132,8 @@ class _Shrinker:
 
     def raise_values(self) -> None:
         """A larger request (weights sent, a longer prompt or output) that lets actions go."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
         self._first_success(
             lambda: (
                 _with_submit(self.actions, index, larger)
