@@ -482,14 +482,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quick = args.quick
     start = time.perf_counter()
-    sections = [
-        steps_section("default", repetitions=3 if quick else 7, examples=30 if quick else 60),
-        first_failure_section(seeds=5 if quick else 20),
-        shrink_section(max_states=2_000 if quick else 10_000),
-        iteration_section(iterations=10 if quick else 30),
+    measurements: list[Callable[[], Section]] = [
+        lambda: steps_section("default", 3 if quick else 7, 30 if quick else 60),
+        lambda: first_failure_section(seeds=5 if quick else 20),
+        lambda: shrink_section(max_states=2_000 if quick else 10_000),
+        lambda: iteration_section(iterations=10 if quick else 30),
     ]
-    for section in sections:
-        print(_text(section), end="\n\n", flush=True)
+    sections = []
+    for measure in measurements:  # each printed as soon as it is measured
+        sections.append(measure())
+        print(_text(sections[-1]), end="\n\n", flush=True)
     note = (
         f"Measured on {time.strftime('%Y-%m-%d')} in {time.perf_counter() - start:.0f} s"
         f"{' (--quick)' if quick else ''}, Python {sys.version.split()[0]}, Hypothesis "
