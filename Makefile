@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test check mutants lint clean
+.PHONY: setup test check mutants explore bench lint clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,15 @@ check: setup
 # The mutant gate alone, with its table as JSON.
 mutants: setup
 	$(BIN)/peftlife mutants --profile ci --json peftlife-reports/mutants.json
+
+# Exhaustive exploration of the smallest kv-pressure world (the reference should hold).
+explore: setup
+	$(BIN)/peftlife explore --scenario kv-pressure --depth 4
+
+# Speed and shrink goals, measured (not part of `make test`): prints a table and
+# writes docs/benchmarks.md. BENCH_ARGS=--quick for a shorter run.
+bench: setup
+	$(BIN)/python -m peftlife.search.bench $(BENCH_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests strategies docs

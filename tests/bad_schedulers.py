@@ -74,3 +74,12 @@ class EndsItsProcess(ReferenceScheduler):
         if len(active_requests) > 1:
             os._exit(3)
         return super().schedule_request(active_requests, inflight_request_ids)
+
+
+class StatefulNoReleaseOnSuspend(ReferenceScheduler):
+    """The no_release_on_suspend mutant, not declaring that it keeps no state."""
+
+    keeps_no_state_between_passes = False
+
+    def release_on_suspend(self, req: Request) -> None:
+        pass

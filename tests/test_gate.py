@@ -1,6 +1,6 @@
 """The mutation gate: every known defect is caught by search alone.
 
-Each mutant is hunted through every shipped scenario in turn under the ``ci``
+Each mutant is hunted through the shipped scenarios, taking turns in slices, under the ``ci``
 profile, with no hand-written steps and no scenario made for it; a mutant that
 escapes, or that is caught on an invariant its catalogue entry does not
 accept, fails the suite.
@@ -19,7 +19,7 @@ CI = profiles.get("ci")
 
 @pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
 def test_mutation_gate(mutant: Mutant) -> None:
-    """Caught by search alone: every shipped scenario in turn, no hand-written steps."""
+    """Caught by search alone: the shipped scenarios taking turns, no hand-written steps."""
     result = hunt(f"mutant:{mutant.name}", CI)
     assert result.failure is not None, f"{mutant.name} escaped every shipped scenario"
     assert result.failure.invariant in mutant.acceptable, (

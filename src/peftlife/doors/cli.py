@@ -30,7 +30,7 @@ from peftlife.checker import catalogue, invariants
 from peftlife.doors import baseline, fuzz, junit
 from peftlife.doors import summary as run_summary
 from peftlife.doors.progress import progress
-from peftlife.search import database, profiles, scenarios
+from peftlife.search import database, explore, profiles, scenarios
 from peftlife.search.machine import SearchResult, hunt, minimized, search
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
@@ -111,7 +111,8 @@ def _writable(directory: str, option: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
-    _validate(args.sut, args.scenario)
+    every = args.scenario == ALL_SCENARIOS
+    _validate(args.sut, "default" if every else args.scenario)
     report_dir = Path(args.report_dir)
     _writable(args.report_dir, "--report-dir")
     try:
@@ -121,15 +122,23 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     settings = _settings(args.profile, args.max_examples, args.database, report_dir)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
-        with progress(console, label, settings.max_examples, show=not args.quiet) as tick:
-            result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
+        budget = settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
+        with progress(console, label, budget, show=not args.quiet) as tick:
+            if every:
+                result = hunt(args.sut, settings, seed=args.seed, progress=tick)
+            else:
+                result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
+            if result.failure is not None and every:
+                result = attrs.evolve(result, failure=minimized(result.failure))
         found = _report_finding(args, console, result, known) if result.failure else None
     finding, story, details = found or (None, "", "")
     if finding is None and not args.quiet:
+        where = "every shipped scenario" if every else f"scenario {args.scenario}"
         console.print(
-            f"held: {result.examples} examples of {args.sut} in scenario "
-            f"{args.scenario} ({args.profile} profile, {result.seconds:.1f} s)"
+            f"held: {result.examples} examples of {args.sut} in {where} "
+            f"({args.profile} profile, {result.seconds:.1f} s)"
         )
+        _warn_unreached(result, console)
     runs = (run_summary.ScenarioRun.of(result, settings.max_examples, finding),)
     summary = run_summary.RunSummary("check", args.profile, runs)
     try:
@@ -154,25 +163,10 @@ def _report_finding(
     case = reports.Case.from_failure(
         result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
     )
-    outcome = reports.replay(case)
+    outcome, paths = _tell(case, args, console)
     invariant = result.failure.invariant
     trace = reports.trace_hash(case)
     is_known = baseline.Known(invariant, trace) in known
-    if not args.quiet:
-        reports.render_terminal(case, outcome, console)
-        console.print()
-    try:
-        paths = reports.write(case, outcome, Path(args.report_dir))
-    except OSError as err:
-        # A bug was found: tell it in full here, whatever -q says, and still exit 1.
-        if args.quiet:
-            reports.render_terminal(case, outcome, console)
-        print(
-            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror}); "
-            "the counterexample above is the whole finding",
-            file=sys.stderr,
-        )
-        paths = {}
     what = "known finding (in the baseline)" if is_known else "counterexample"
     written = "; reports: " + ", ".join(str(p) for p in paths.values()) if paths else ""
     console.print(
@@ -185,6 +179,31 @@ def _report_finding(
     finding = run_summary.Finding(invariant, trace, report, is_known)
     story = reports.terminal_text(case, outcome, width=100)
     return finding, story, reports.render_markdown(case, outcome)
+
+
+def _tell(
+    case: reports.Case, args: argparse.Namespace, console: Console
+) -> tuple[reports.Outcome, dict[str, Path]]:
+    """Replay a case, tell its story (unless quiet), write its reports; return their paths.
+
+    Reports that cannot be written lose nothing: the story is then told whatever
+    ``-q`` says, a line says where writing failed, and no paths come back.
+    """
+    outcome = reports.replay(case)
+    if not args.quiet:
+        reports.render_terminal(case, outcome, console)
+        console.print()
+    try:
+        return outcome, reports.write(case, outcome, Path(args.report_dir))
+    except OSError as err:
+        if args.quiet:
+            reports.render_terminal(case, outcome, console)
+        print(
+            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror}); "
+            "the counterexample above is the whole finding",
+            file=sys.stderr,
+        )
+        return outcome, {}
 
 
 def _junit_case(run: run_summary.ScenarioRun, story: str) -> junit.JunitCase:
@@ -208,6 +227,18 @@ def _ci_outputs(
             junit.write(Path(args.junit_xml), suite, cases)
     except OSError as err:
         raise BadInput(f"cannot write {err.filename!r}: {err.strerror}") from err
+
+
+ALL_SCENARIOS = "all"
+
+
+def _warn_unreached(result: SearchResult, console: Console) -> None:
+    """Say which witnesses a run never reached: a pass that never got there proved little."""
+    if result.unreached:
+        console.print(
+            f"warning: never reached {', '.join(result.unreached)}; "
+            "a longer profile or another scenario (--scenario all) may reach them"
+        )
 
 
 # ---- peftlife mutants ----
@@ -436,6 +467,69 @@ def cmd_fuzz(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FOUND if campaign.found else EXIT_HELD
 
 
+# ---- peftlife explore ----
+
+
+def _lengths(option: str, text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise BadInput(f"{option} takes whole numbers of at least 1 separated by commas, e.g. 1,4")
+    return values
+
+
+def cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    if args.depth < 1:
+        raise BadInput("--depth must be at least 1")
+    config = None
+    scenario = args.scenario
+    if args.world is not None:
+        try:
+            case = reports.load_json(Path(args.world))
+        except reports.ReportError as err:
+            raise BadInput(str(err)) from err
+        config, scenario = case.config, args.scenario or case.scenario
+    scenario = scenario or "default"
+    _validate(args.sut, scenario)
+    s = scenarios.load(scenario)
+    world = config or scenarios.smallest_world(s)
+    prompts = _lengths("--prompt-lens", args.prompt_lens)
+    outputs = _lengths("--max-new-tokens", args.max_new_tokens)
+    letters = explore.Alphabet.of(s, world, prompts, outputs)
+    label = f"exploring {args.sut} in {scenario}"
+    with progress(console, label, args.max_states, show=not args.quiet, unit="states"):
+        result = explore.explore(
+            args.sut,
+            scenario,
+            depth=args.depth,
+            config=world,
+            alphabet=letters,
+            max_states=args.max_states,
+        )
+    if result.failure is None:
+        if result.complete:
+            verdict = f"no violation up to depth {args.depth}"
+        else:
+            verdict = (
+                f"no violation up to depth {result.depth}; the state limit "
+                f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
+            )
+        console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
+        return EXIT_HELD
+    case = reports.Case.from_failure(result.failure, profile="explore")
+    _, paths = _tell(case, args, console)
+    written = "; reports: " + ", ".join(str(p) for p in paths.values()) if paths else ""
+    console.print(
+        f"explored {result.states} states: a shortest counterexample has "
+        f"{len(case.actions)} actions{written}"
+    )
+    return EXIT_FOUND
+
+
 # ---- peftlife scenarios ----
 
 
@@ -510,7 +604,11 @@ def _parser() -> argparse.ArgumentParser:
 
     check = command("check", "search for a counterexample in one scheduler")
     check.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
-    check.add_argument("--scenario", default="default", help="a shipped scenario or a .toml path")
+    check.add_argument(
+        "--scenario",
+        default="default",
+        help="a shipped scenario, a .toml path, or 'all' (every shipped one, taking turns)",
+    )
     _profile_option(check)
     check.add_argument(
         "--max-examples",
@@ -606,6 +704,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     campaign.set_defaults(run=cmd_fuzz)
 
+    ex = command("explore", "every action sequence up to a depth in one small world, breadth first")
+    ex.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
+    ex.add_argument(
+        "--scenario",
+        default=None,
+        help="whose actions, and whose smallest world unless --world (default: default)",
+    )
+    ex.add_argument("--world", default=None, help="explore the world of this report's .json")
+    ex.add_argument("--depth", type=int, default=5, help="longest action sequence to try")
+    ex.add_argument("--prompt-lens", default=None, help="prompt lengths to submit, e.g. 1,4")
+    ex.add_argument("--max-new-tokens", default=None, help="output lengths to submit, e.g. 1,2")
+    ex.add_argument(
+        "--max-states", type=int, default=explore.MAX_STATES, help="stop after this many states"
+    )
+    ex.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
+    ex.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
+    ex.set_defaults(run=cmd_explore)
+
     listing = command("scenarios", "list the shipped scenario profiles")
     listing.set_defaults(run=cmd_scenarios)
     meanings = command("invariants", "list the invariants, each with its meaning")
@@ -636,8 +752,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):
             raise BadInput(
-                "choose a command: check, mutants, replay, fuzz, scenarios or invariants "
-                "(see --help)"
+                "choose a command: check, mutants, explore, replay, fuzz, scenarios or "
+                "invariants (see --help)"
             )
         args = parser.parse_args(argv)
         code: int = args.run(args, console)

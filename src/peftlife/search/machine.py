@@ -12,11 +12,14 @@ the reports.
 
 from __future__ import annotations
 
+import itertools
+import secrets
 import sys
 import time
 import unittest
+import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any, ClassVar
@@ -309,6 +312,14 @@ class SearchResult:
     def held(self) -> bool:
         return self.failure is None
 
+    @property
+    def unreached(self) -> tuple[str, ...]:
+        """The witnesses (``COVERAGE_LABELS``) this search never reached.
+
+        A run that held without reaching them proved little about those paths.
+        """
+        return tuple(label for label in COVERAGE_LABELS if not self.coverage[label])
+
 
 def search(
     sut_spec: str,
@@ -329,6 +340,21 @@ def search(
     ``schedule_deadline`` is how long one call of the scheduler may take.
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
     """
+    with _stable_constants(), _digests_once():
+        result = _search(sut_spec, scenario, settings, seed, progress, schedule_deadline)
+    if shrink and result.failure is not None:
+        result = attrs.evolve(result, failure=minimized(result.failure, schedule_deadline))
+    return result
+
+
+def _search(
+    sut_spec: str,
+    scenario: str,
+    settings: hypothesis.settings,
+    seed: int | None,
+    progress: Callable[[int, int], None] | None,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+) -> SearchResult:
     base = lifecycle_machine(sut_spec, scenario)
     # A fresh subclass per search: its own counters, its own seed.
     machine: Any = type(
@@ -355,10 +381,10 @@ def search(
     failure = None
     start = time.perf_counter()
     try:
-        with _stable_constants(), observe.recording(observe.path_from_env(), sut_spec, scenario):
+        with observe.recording(observe.path_from_env(), sut_spec, scenario):
             run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
-        failure = minimized(found, schedule_deadline) if shrink else found
+        failure = found
     return SearchResult(
         sut_spec,
         scenario,
@@ -371,21 +397,123 @@ def search(
     )
 
 
-def hunt(sut_spec: str, settings: hypothesis.settings) -> SearchResult:
-    """Search every shipped scenario in turn, without shrinking, until one finds a failure.
+# Examples per slice of a hunt. Below ten, Hypothesis skips its opening phase of
+# deliberately small examples (a tenth of a run's budget), which never build the
+# pressure most defects need; every example of a short slice is drawn at full size.
+SLICE = 9
 
-    The result is the last search run; ``examples_to_find`` counts the examples
-    of every scenario searched before, so it says how much search the find took.
+
+def hunt(
+    sut_spec: str,
+    settings: hypothesis.settings,
+    *,
+    scenario_names: Sequence[str] | None = None,
+    seed: int | None = None,
+    shrink: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Search several scenarios (every shipped one by default) at once, until one fails.
+
+    The scenarios take turns, ``SLICE`` examples each, every slice with its own
+    seed derived from ``seed`` (0 under a derandomized profile), so a defect only
+    one scenario reaches is found after a few rounds instead of after every
+    scenario before it in the list has spent its whole budget. Each scenario
+    still gets the profile's ``max_examples`` when nothing fails, so a hunt
+    covers as much as searching each scenario in turn. The result names the
+    scenario that caught the failure; ``examples`` and ``examples_to_find`` count
+    every scenario's examples, and ``coverage`` adds up every slice's.
+
+    >>> from peftlife.search import profiles
+    >>> hunt("mutant:no_release_on_suspend", profiles.get("ci")).held
+    False
     """
-    spent = 0
-    result: SearchResult | None = None
-    for scenario in scenarios.shipped_names():
-        result = search(sut_spec, scenario, settings, shrink=False)
-        if result.failure is not None:
-            return attrs.evolve(result, examples_to_find=spent + result.examples_to_find)
-        spent += result.examples
-    assert result is not None, "no scenario ships with peftlife"
-    return attrs.evolve(result, examples_to_find=spent)
+    names = list(scenario_names or scenarios.shipped_names())
+    base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
+    spent = dict.fromkeys(names, 0)
+    coverage: Counter[str] = Counter()
+    examples = 0
+    iterations = [0, 0]  # before this slice, and within it
+    start = time.perf_counter()
+
+    def tick(slice_examples: int, slice_iterations: int) -> None:
+        iterations[1] = slice_iterations
+        if progress is not None:
+            progress(examples + slice_examples, iterations[0] + slice_iterations)
+
+    with _stable_constants(), _digests_once():
+        for turn in itertools.count():
+            open_names = [n for n in names if spent[n] < settings.max_examples]
+            if not open_names:
+                break
+            for name in open_names:
+                budget = min(SLICE, settings.max_examples - spent[name])
+                part = hypothesis.settings(settings, max_examples=budget)
+                result = _search(sut_spec, name, part, _slice_seed(base, name, turn), tick)
+                coverage.update(result.coverage)
+                spent[name] += result.examples
+                if result.failure is not None:
+                    failure = minimized(result.failure) if shrink else result.failure
+                    return SearchResult(
+                        sut_spec,
+                        name,
+                        failure,
+                        examples + result.examples,
+                        examples + result.examples_to_find,
+                        time.perf_counter() - start,
+                        coverage,
+                    )
+                examples += result.examples
+                iterations[:] = [iterations[0] + iterations[1], 0]
+                # A slice that ran nothing (every draw rejected) must still end the turns.
+                spent[name] += result.examples == 0 and budget
+    return SearchResult(
+        sut_spec, ",".join(names), None, examples, examples, time.perf_counter() - start, coverage
+    )
+
+
+def _slice_seed(base: int, scenario: str, turn: int) -> int:
+    """A seed per slice, the same on every platform and in every process."""
+    return zlib.crc32(f"{base}/{scenario}/{turn}".encode())
+
+
+@contextmanager
+def _digests_once() -> Iterator[None]:
+    """Compute Hypothesis's source digest of a machine once, not on every run.
+
+    Each run of a state machine hashes the source of the machine class and of
+    its own runner, parsing whole modules, which costs more than a short slice
+    of examples. Within a search the digest of the same code never changes, so
+    it is cached for the duration. Like ``_stable_constants`` this touches
+    Hypothesis internals and degrades to doing nothing if they move.
+    """
+    try:
+        from hypothesis import core, stateful
+        from hypothesis.internal.reflection import function_digest
+    except ImportError:
+        yield
+        return
+    if not (hasattr(core, "function_digest") and hasattr(stateful, "function_digest")):
+        yield
+        return
+    saved = (core.function_digest, stateful.function_digest)
+    memo: dict[tuple[object, ...], bytes] = {}
+
+    def digest(fn: Any) -> bytes:
+        key = (
+            getattr(fn, "__module__", None),
+            getattr(fn, "__qualname__", None),
+            getattr(fn, "__code__", None),
+            getattr(fn, "_hypothesis_internal_add_digest", None),
+        )
+        if key not in memo:
+            memo[key] = function_digest(fn)
+        return memo[key]
+
+    core.function_digest = stateful.function_digest = digest
+    try:
+        yield
+    finally:
+        core.function_digest, stateful.function_digest = saved
 
 
 @cache

@@ -21,6 +21,7 @@ so that no file can make a run hang or eat memory.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -117,46 +118,72 @@ def _switch(value: Switch) -> st.SearchStrategy[bool]:
 
 @st.composite
 def _worlds(draw: st.DrawFn, s: Scenario) -> EngineConfig:
-    tokens_per_block = draw(s.tokens_per_block.strategy(at_least=1))
+    return _world(
+        s,
+        lambda r, at_least: draw(r.strategy(at_least)),
+        lambda w: draw(_switch(w)),
+        lambda options: draw(st.sampled_from(options)),
+    )
+
+
+def smallest_world(s: Scenario) -> EngineConfig:
+    """The scenario's smallest world: every range at its (lifted) low end, switches off
+    where they may be, and no draft pool unless the scenario insists.
+
+    It is the world ``peftlife explore`` searches exhaustively by default.
+
+    >>> smallest_world(load("kv-pressure")).host_pages
+    0
+    """
+    return _world(
+        s, lambda r, at_least: max(r.lo, at_least), lambda w: w == "on", lambda options: options[0]
+    )
+
+
+def _world(
+    s: Scenario,
+    pick: Callable[[Range, int], int],
+    switch: Callable[[Switch], bool],
+    choose: Callable[[tuple[ContextChunkingPolicy, ...]], ContextChunkingPolicy],
+) -> EngineConfig:
+    """One world of the scenario: each number chosen by ``pick``, each switch by
+    ``switch``, and the chunking policy, where the scenario leaves it open, by ``choose``."""
+    tokens_per_block = pick(s.tokens_per_block, 1)
     # Every request must fit the device alone, in each pool.
     pages_per_request = -(-s.longest_request // tokens_per_block)
-    device_pages = draw(s.device_pages.strategy(at_least=pages_per_request))
-    recompute = draw(_switch(s.recompute_pause))
-    lower_tier = draw(_switch(s.lower_tier)) or not recompute
+    device_pages = pick(s.device_pages, pages_per_request)
+    recompute = switch(s.recompute_pause)
+    lower_tier = switch(s.lower_tier) or not recompute
     # Without recompute pause only suspension frees pages: the tier must hold every cache.
     host_floor = 1 if recompute else s.max_requests * pages_per_request
-    host_pages = draw(s.host_pages.strategy(at_least=host_floor)) if lower_tier else 0
-    draft = draw(_switch(s.draft_pool))
-    draft_device_pages = (
-        draw(s.draft_device_pages.strategy(at_least=pages_per_request)) if draft else None
-    )
-    chunking = draw(_switch(s.chunking))
+    host_pages = pick(s.host_pages, host_floor) if lower_tier else 0
+    draft = switch(s.draft_pool)
+    draft_device_pages = pick(s.draft_device_pages, pages_per_request) if draft else None
+    chunking = switch(s.chunking)
     # Without chunking a context runs whole: the longest one must fit the token budget.
     token_floor = 1 if chunking else s.longest_request - 1
-    adapters = draw(s.adapters.strategy(at_least=1))
-    sizes = [draw(s.adapter_pages.strategy(at_least=1)) for _ in range(adapters)]
-    max_num_tokens = draw(s.max_num_tokens.strategy(at_least=token_floor))
+    adapters = pick(s.adapters, 1)
+    sizes = [pick(s.adapter_pages, 1) for _ in range(adapters)]
+    max_num_tokens = pick(s.max_num_tokens, token_floor)
     # A chunk unit above the token budget would never fit it: a long prompt never starts.
-    chunk_unit_size = min(draw(s.chunk_unit_size.strategy(at_least=1)), max_num_tokens)
+    chunk_unit_size = min(pick(s.chunk_unit_size, 1), max_num_tokens)
     return EngineConfig(
         device_pages=device_pages,
         host_pages=host_pages,
         draft_device_pages=draft_device_pages,
         draft_host_pages=host_pages if draft else 0,
         tokens_per_block=tokens_per_block,
-        lora_device_pages=draw(s.lora_device_pages.strategy(at_least=max(sizes))),
-        lora_host_pages=draw(s.lora_host_pages.strategy(at_least=max(sizes))),
+        lora_device_pages=pick(s.lora_device_pages, max(sizes)),
+        lora_host_pages=pick(s.lora_host_pages, max(sizes)),
         adapter_pages=tuple((task, pages) for task, pages in enumerate(sizes, start=1)),
         max_num_tokens=max_num_tokens,
-        max_batch_size=draw(s.max_batch_size.strategy(at_least=1)),
+        max_batch_size=pick(s.max_batch_size, 1),
         enable_chunked_context=chunking,
         chunk_unit_size=chunk_unit_size,
         enable_recompute_pause=recompute,
         # Drawn only when the profile asks for either, so other profiles' examples stay put.
         context_chunking_policy=(
-            draw(st.sampled_from(CHUNKING_POLICIES))
-            if s.chunking_policy == "either"
-            else s.chunking_policy
+            choose(CHUNKING_POLICIES) if s.chunking_policy == "either" else s.chunking_policy
         ),
         recompute_teardown=s.recompute_teardown,
     )

@@ -13,6 +13,7 @@ replays with a short deadline and gives up after a few hung replays.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, TypeVar
@@ -31,6 +32,9 @@ BUDGET = 4000
 # Once a hang is confirmed: the deadline of each shrink replay, and how many may hang.
 HUNG_DEADLINE = 0.5
 HUNG_REPLAYS = 8
+# The passes that try every pair of positions run only on traces this short; on a
+# longer one they would spend the budget before delta debugging has done its work.
+PAIRWISE_LIMIT = 24
 
 
 def first_invariant(
@@ -65,22 +69,30 @@ class _Shrinker:
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
     replays: int = 0
     hung_replays: int = 0
+    # Verdicts already known: passes often propose the same candidate twice.
+    known: dict[tuple[EngineConfig, tuple[Action, ...]], bool] = attrs.Factory(dict)
 
     def fails(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
+        key = (config, actions)
+        if key in self.known:
+            return self.known[key]
         if self.replays >= BUDGET or self.hung_replays >= HUNG_REPLAYS:
             return False
         requests = [
             (a.lora_task_id, a.prompt_len, a.max_new_tokens) for a in actions if a.kind == "submit"
         ]
         # Only worlds that can drain are fair: outside them the drain's verdict is void.
-        if not can_drain(config, requests):
-            return False
-        self.replays += 1
-        outcome = _outcome(config, actions, self.factory, self.schedule_deadline)
-        if outcome is None:
-            return False
-        self.hung_replays += outcome.hung
-        return bool(outcome.violations) and outcome.violations[0].invariant == self.invariant
+        verdict = False
+        if can_drain(config, requests):
+            self.replays += 1
+            outcome = _outcome(config, actions, self.factory, self.schedule_deadline)
+            if outcome is not None:
+                self.hung_replays += outcome.hung
+                verdict = (
+                    bool(outcome.violations) and outcome.violations[0].invariant == self.invariant
+                )
+        self.known[key] = verdict
+        return verdict
 
     def try_actions(self, actions: tuple[Action, ...]) -> bool:
         if actions != self.actions and self.fails(self.config, actions):
@@ -103,6 +115,70 @@ class _Shrinker:
                 if not self.try_actions(_without(self.actions, start, start + chunk)):
                     start += chunk
             chunk //= 2
+
+    def delete_pairs(self) -> None:
+        """Remove two actions that are not neighbours at once (a submit and its step, say)."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
+        self._first_success(
+            lambda: (
+                _dropping(self.actions, {i, j})
+                for i in range(len(self.actions))
+                for j in range(i + 2, len(self.actions))
+            ),
+            self.try_actions,
+        )
+
+    def move_earlier(self) -> None:
+        """Move one action earlier when that lets another go (a submit before the steps)."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
+        self._first_success(
+            lambda: (
+                moved
+                for i in range(1, len(self.actions))
+                for k in range(i - 1, -1, -1)
+                for moved in (_moved(self.actions, i, k),)
+                if self.fails(self.config, moved)
+            ),
+            self._try_shorter,
+        )
+
+    def unify_requests(self) -> None:
+        """Give a request the parameters of an earlier one: fewer distinct requests to read."""
+        self._first_success(
+            lambda: (
+                _with_submit(self.actions, j, _same_request(self.actions[j], self.actions[i]))
+                for i, j in itertools.permutations(_submit_indices(self.actions), 2)
+            ),
+            self.try_actions,
+        )
+
+    def raise_values(self) -> None:
+        """A larger request (weights sent, a longer prompt or output) that lets actions go."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
+        self._first_success(
+            lambda: (
+                _with_submit(self.actions, index, larger)
+                for index in _submit_indices(self.actions)
+                for larger in _larger_submits(self.actions[index])
+            ),
+            self._try_shorter,
+        )
+
+    def _try_shorter(self, actions: tuple[Action, ...]) -> bool:
+        """Keep ``actions`` (same length) only if deleting one action, or two neighbours,
+        then still fails: a change that pays for itself."""
+        if actions == self.actions or not self.fails(self.config, actions):
+            return False
+        for i in range(len(actions)):
+            for j in (i, i + 1):
+                shorter = _dropping(actions, {i, j})
+                if self.fails(self.config, shorter):
+                    self.actions = shorter
+                    return True
+        return False
 
     def simplify_requests(self) -> None:
         for index, action in enumerate(self.actions):
@@ -127,8 +203,27 @@ class _Shrinker:
             pass
 
 
+# The passes of one round, in order: cheap deletions first, then the moves that
+# need a deletion to pay off, then the simplifications of what is left.
+PASSES: tuple[Callable[[_Shrinker], None], ...] = (
+    _Shrinker.delete_actions,
+    _Shrinker.delete_pairs,
+    _Shrinker.move_earlier,
+    _Shrinker.raise_values,
+    _Shrinker.unify_requests,
+    _Shrinker.simplify_requests,
+    _Shrinker.simplify_config,
+)
+ROUNDS = 4
+
+
 def _without(actions: tuple[Action, ...], start: int, end: int) -> tuple[Action, ...]:
-    """The actions minus ``[start, end)``, with cancels renumbered to follow.
+    """The actions minus ``[start, end)``, with cancels renumbered to follow."""
+    return _dropping(actions, set(range(start, end)))
+
+
+def _dropping(actions: tuple[Action, ...], indices: set[int]) -> tuple[Action, ...]:
+    """The actions minus those at ``indices``, with cancels renumbered to follow.
 
     Request ids are given in submit order, so removing a submit shifts the ids of
     later requests; a cancel of a removed request goes with it.
@@ -139,10 +234,10 @@ def _without(actions: tuple[Action, ...], start: int, end: int) -> tuple[Action,
     for index, action in enumerate(actions):
         if action.kind == "submit":
             submitted += 1
-            if start <= index < end:
+            if index in indices:
                 removed.append(submitted)
                 continue
-        elif start <= index < end:
+        elif index in indices:
             continue
         kept.append(action)
     result = []
@@ -154,6 +249,49 @@ def _without(actions: tuple[Action, ...], start: int, end: int) -> tuple[Action,
             action = attrs.evolve(action, request_id=rid - sum(r < rid for r in removed))
         result.append(action)
     return tuple(result)
+
+
+def _moved(actions: tuple[Action, ...], source: int, dest: int) -> tuple[Action, ...]:
+    """The action at ``source`` moved to ``dest``, cancels still naming the same requests."""
+    order = list(range(len(actions)))
+    order.insert(dest, order.pop(source))
+    submits = [i for i in range(len(actions)) if actions[i].kind == "submit"]
+    new_ids = {i: n for n, i in enumerate((i for i in order if i in submits), start=1)}
+    old_to_new = {n: new_ids[i] for n, i in enumerate(submits, start=1)}
+    result = []
+    for i in order:
+        action = actions[i]
+        if action.kind == "cancel" and action.request_id in old_to_new:
+            action = attrs.evolve(action, request_id=old_to_new[action.request_id])
+        result.append(action)
+    return tuple(result)
+
+
+def _submit_indices(actions: tuple[Action, ...]) -> list[int]:
+    return [i for i, a in enumerate(actions) if a.kind == "submit"]
+
+
+def _with_submit(actions: tuple[Action, ...], index: int, submit: Action) -> tuple[Action, ...]:
+    return (*actions[:index], submit, *actions[index + 1 :])
+
+
+def _same_request(action: Action, model: Action) -> Action:
+    return attrs.evolve(
+        action,
+        lora_task_id=model.lora_task_id,
+        lora_weights=model.lora_weights,
+        prompt_len=model.prompt_len,
+        max_new_tokens=model.max_new_tokens,
+    )
+
+
+def _larger_submits(action: Action) -> Iterator[Action]:
+    if not action.lora_weights and action.lora_task_id is not None:
+        yield attrs.evolve(action, lora_weights=True)
+    for prompt in (action.prompt_len + 1, action.prompt_len + 2, 2 * action.prompt_len):
+        yield attrs.evolve(action, prompt_len=prompt)
+    for outputs in (action.max_new_tokens + 1, 2 * action.max_new_tokens):
+        yield attrs.evolve(action, max_new_tokens=outputs)
 
 
 def _towards(value: int, floor: int) -> Iterator[int]:
@@ -233,11 +371,10 @@ def minimize(
         # Every hung replay waits out its deadline: shrink a hang with a short one.
         schedule_deadline = short
     shrinker = _Shrinker(factory, invariant, config, actions, schedule_deadline)
-    for _ in range(3):  # passes until nothing changes (bounded)
+    for _ in range(ROUNDS):  # every pass, until a round changes nothing (bounded)
         before = (shrinker.config, shrinker.actions)
-        shrinker.delete_actions()
-        shrinker.simplify_requests()
-        shrinker.simplify_config()
+        for run_pass in PASSES:
+            run_pass(shrinker)
         if (shrinker.config, shrinker.actions) == before:
             break
     actions = shrinker.actions

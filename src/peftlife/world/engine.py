@@ -312,6 +312,16 @@ class Engine:
         return request_id in self._requests
 
     @property
+    def next_request_id(self) -> int:
+        """The id the next submit will get."""
+        return self._next_id
+
+    @property
+    def pending_cancels(self) -> tuple[int, ...]:
+        """Cancellations waiting for the next step, in order."""
+        return tuple(self._cancel_queue)
+
+    @property
     def live_requests(self) -> list[Request]:
         return list(self._requests.values())
 

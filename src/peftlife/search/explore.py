@@ -1,0 +1,228 @@
+"""Bounded exhaustive exploration: every action sequence up to a depth, breadth first.
+
+Where the machine samples lifecycles, the explorer enumerates them in one
+small world: from the empty world it applies every action of an ``Alphabet``
+(the machine's own actions, with a finite choice of requests to submit), one
+level of depth at a time, and merges states whose world has the same
+fingerprint. Each iteration is checked as the machine checks it, and every new
+state is drained (invariant 12) on a copy, so the first failing trace it meets
+is a shortest one. It is the oracle the shrinker is measured against, and a
+check in its own right: "no violation up to depth N" is a proof for that world.
+
+    >>> result = explore("mutant:no_release_on_suspend", "kv-pressure", depth=3)
+    >>> [a.describe() for a in result.failure.run.actions]  # the drain does the rest
+    ['submit(adapter=1, weights=True, prompt_len=10, max_new_tokens=3)', \
+'submit(adapter=1, weights=True, prompt_len=4, max_new_tokens=1)']
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Hashable, Iterator
+
+import attrs
+
+from peftlife import sut
+from peftlife.checker import drain, invariants
+from peftlife.search import scenarios
+from peftlife.search.machine import LifecycleFailure, Run
+from peftlife.search.scenarios import Scenario
+from peftlife.search.trace import Action, apply, checked_replay
+from peftlife.world.engine import Engine, EngineConfig
+
+# States one exploration may visit before it stops short (and says so).
+MAX_STATES = 200_000
+
+
+@attrs.frozen
+class Alphabet:
+    """The actions the explorer may take: the machine's rules with finite arguments."""
+
+    submits: tuple[Action, ...]
+    max_requests: int
+    cancel: bool
+    refuse_resume: bool
+    fail_grow: bool
+
+    @classmethod
+    def of(
+        cls,
+        scenario: Scenario,
+        config: EngineConfig,
+        prompt_lens: tuple[int, ...] | None = None,
+        max_new_tokens: tuple[int, ...] | None = None,
+    ) -> Alphabet:
+        """The scenario's actions in ``config``; lengths default to each range's two ends.
+
+        >>> s = scenarios.load("kv-pressure")
+        >>> len(Alphabet.of(s, scenarios.smallest_world(s)).submits)  # 1 adapter x 2 x 2
+        4
+        """
+        prompts = prompt_lens or _ends(scenario.prompt_len)
+        outputs = max_new_tokens or _ends(scenario.max_new_tokens)
+        adapters: list[int | None] = [None] if scenario.no_adapter else []
+        adapters += [task for task, _ in config.adapter_pages]
+        weights = (True,) if scenario.weights == "always" else (False, True)
+        submits = tuple(
+            Action("submit", None, task, carries and task is not None, prompt, out)
+            for task, carries, prompt, out in itertools.product(adapters, weights, prompts, outputs)
+            if not (task is None and carries)
+        )
+        return cls(
+            submits,
+            scenario.max_requests,
+            scenario.cancel,
+            scenario.refuse_resume,
+            scenario.fail_grow,
+        )
+
+    def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
+        """The actions open after ``trace``, in a fixed order (so a search is deterministic).
+
+        As in the machine, a submit must leave a world that can drain.
+        """
+        yield Action("step")
+        if engine.next_request_id <= self.max_requests:
+            submitted = [_request(a) for a in trace if a.kind == "submit"]
+            for submit in self.submits:
+                if drain.can_drain(engine.config, [*submitted, _request(submit)]):
+                    yield submit
+        if self.cancel:
+            for request in engine.live_requests:
+                yield Action("cancel", request_id=request.request_id)
+        pools = ("target",) if engine.draft_kv_cache_manager is None else ("target", "draft")
+        for pool in pools:
+            if self.refuse_resume:
+                yield Action("refuse_resume", pool=pool)
+            if self.fail_grow:
+                yield Action("fail_grow", pool=pool)
+
+
+def _request(submit: Action) -> tuple[int | None, int, int]:
+    return submit.lora_task_id, submit.prompt_len, submit.max_new_tokens
+
+
+def _ends(r: scenarios.Range) -> tuple[int, ...]:
+    lo, hi = max(r.lo, 1), max(r.hi, 1)
+    return (lo,) if lo == hi else (lo, hi)
+
+
+@attrs.frozen
+class Exploration:
+    """How an exploration ended: the shortest failure, or how far it proved none."""
+
+    sut: str
+    scenario: str
+    config: EngineConfig
+    depth: int
+    states: int
+    failure: LifecycleFailure | None
+    # False when MAX_STATES stopped the search before ``depth`` was covered.
+    complete: bool
+
+    @property
+    def held(self) -> bool:
+        return self.failure is None
+
+
+def fingerprint(engine: Engine) -> Hashable:
+    """Everything that decides the world's future: two states with equal prints behave alike.
+
+    The world of the snapshot (requests, ownership, pools, LoRA caches with their
+    eviction order), plus what a snapshot leaves out: pending faults and
+    cancellations, each request's weights and folded tokens, the next request id.
+    """
+    extra = tuple(
+        (r.request_id, r.lora_weights, r.num_folded, r.context_chunk_size)
+        for r in engine.live_requests
+    )
+    faults = tuple(pool.pending_faults for pool in engine.pools)
+    return (
+        engine.snapshot().world(),
+        extra,
+        faults,
+        tuple(engine.pending_cancels),
+        engine.next_request_id,
+    )
+
+
+def explore(
+    sut_spec: str,
+    scenario: str,
+    *,
+    depth: int,
+    config: EngineConfig | None = None,
+    alphabet: Alphabet | None = None,
+    max_states: int = MAX_STATES,
+) -> Exploration:
+    """Every trace up to ``depth`` actions in one world, breadth first; the first failure.
+
+    ``config`` defaults to the scenario's smallest world, ``alphabet`` to the
+    scenario's actions in that world. States are merged on their fingerprint
+    only for a scheduler that declares ``keeps_no_state_between_passes``;
+    for any other the search is a plain tree, exact but larger.
+    """
+    factory = sut.load(sut_spec)
+    s = scenarios.load(scenario)
+    world = config if config is not None else scenarios.smallest_world(s)
+    letters = alphabet if alphabet is not None else Alphabet.of(s, world)
+    root = Engine(world, factory)
+    merge = bool(getattr(root.scheduler, "keeps_no_state_between_passes", False))
+    seen: set[Hashable] = {fingerprint(root)}
+    frontier: list[tuple[Engine, tuple[Action, ...]]] = [(root, ())]
+    states = 1
+
+    def found(actions: tuple[Action, ...], reached: int) -> Exploration:
+        outcome = checked_replay(world, actions, factory)
+        failure = LifecycleFailure(list(outcome.violations), Run(sut_spec, s.name, world, actions))
+        failure.shrunk = True  # a shortest trace: nothing left to shrink
+        return Exploration(sut_spec, s.name, world, reached, states, failure, True)
+
+    for level in range(1, depth + 1):
+        following: list[tuple[Engine, tuple[Action, ...]]] = []
+        for engine, trace in frontier:
+            for action in letters.actions(engine, trace):
+                child = copy.deepcopy(engine)
+                actions = (*trace, action)
+                snapshot = apply(child, action)
+                if snapshot is not None and invariants.check(snapshot):
+                    return found(actions, level)
+                key = fingerprint(child) if merge else actions
+                if key in seen:
+                    continue
+                seen.add(key)
+                states += 1
+                if drain.drain(copy.deepcopy(child)).violations:
+                    return found(actions, level)
+                if states >= max_states:
+                    return Exploration(sut_spec, s.name, world, level - 1, states, None, False)
+                following.append((child, actions))
+        frontier = following
+        if not frontier:
+            break
+    return Exploration(sut_spec, s.name, world, depth, states, None, True)
+
+
+def shortest_like(failure: LifecycleFailure, *, max_states: int = MAX_STATES) -> Exploration:
+    """Search the world of a finding for a failure shorter than its own trace.
+
+    The oracle for the shrinker: the finding's scenario's actions in the
+    finding's (shrunk) world, with its own request sizes besides the ranges'
+    ends, up to one action less than its trace. A failure found is a shortest
+    one; a complete exploration that finds none proves the finding shortest.
+    """
+    run = failure.run
+    s = scenarios.load(run.scenario)
+    submits = [a for a in run.actions if a.kind == "submit"]
+    prompts = sorted({a.prompt_len for a in submits} | set(_ends(s.prompt_len)))
+    outputs = sorted({a.max_new_tokens for a in submits} | set(_ends(s.max_new_tokens)))
+    letters = Alphabet.of(s, run.config, tuple(prompts), tuple(outputs))
+    return explore(
+        run.sut,
+        run.scenario,
+        depth=len(run.actions) - 1,
+        config=run.config,
+        alphabet=letters,
+        max_states=max_states,
+    )

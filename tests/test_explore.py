@@ -1,0 +1,66 @@
+"""The explorer: breadth first, so its failure is a shortest one; the shrinker must reach it."""
+
+from __future__ import annotations
+
+import pytest
+
+from peftlife.search import profiles, scenarios
+from peftlife.search.explore import Alphabet, explore, shortest_like
+from peftlife.search.machine import hunt, minimized
+from peftlife.search.trace import checked_replay
+from peftlife.sut import load
+
+CI = profiles.get("ci")
+
+
+# Three mutants, each with a seed whose shrunk world is small enough to explore in a second.
+@pytest.mark.parametrize(
+    ("mutant", "seed"),
+    [("phantom_pause_unstarted", 1), ("draft_not_suspended", 1), ("recompute_pause_terminates", 0)],
+)
+def test_the_shrinker_reaches_the_explorers_shortest(mutant: str, seed: int) -> None:
+    found = hunt(f"mutant:{mutant}", CI, seed=seed)
+    assert found.failure is not None
+    shrunk = minimized(found.failure)
+    oracle = shortest_like(shrunk, max_states=5_000)
+    assert oracle.complete, "the oracle ran out of states before the shrunk length"
+    shorter = None if oracle.failure is None else oracle.failure.run.actions
+    assert shorter is None, (
+        [a.describe() for a in shrunk.run.actions],
+        [a.describe() for a in shorter or ()],
+    )
+
+
+def test_the_reference_holds_in_the_smallest_world_up_to_depth_three() -> None:
+    result = explore("reference", "kv-pressure", depth=3)
+    assert result.held and result.complete
+    assert result.states > 50  # it did branch: steps, submits, cancels and faults
+
+
+def test_an_exploration_failure_replays_to_the_same_violation() -> None:
+    s = scenarios.load("kv-pressure")
+    letters = Alphabet.of(s, scenarios.smallest_world(s), prompt_lens=(4,), max_new_tokens=(1,))
+    result = explore("mutant:pause_flag_dropped", "kv-pressure", depth=4, alphabet=letters)
+    assert result.failure is not None
+    run = result.failure.run
+    outcome = checked_replay(run.config, run.actions, load(run.sut))
+    assert outcome.violations[0].invariant == result.failure.invariant
+
+
+def test_merging_states_does_not_lengthen_the_shortest_trace() -> None:
+    """A stateful scheduler is explored as a plain tree; both must agree on the length."""
+    s = scenarios.load("kv-pressure")
+    letters = Alphabet.of(s, scenarios.smallest_world(s), prompt_lens=(4,), max_new_tokens=(1,))
+    merged = explore("mutant:no_release_on_suspend", "kv-pressure", depth=4, alphabet=letters)
+    tree = explore(
+        "tests.bad_schedulers:StatefulNoReleaseOnSuspend", "kv-pressure", depth=4, alphabet=letters
+    )
+    assert merged.failure is not None and tree.failure is not None
+    assert len(merged.failure.run.actions) == len(tree.failure.run.actions)
+    assert tree.states > merged.states
+
+
+def test_the_state_limit_stops_short_and_says_so() -> None:
+    result = explore("reference", "default", depth=6, max_states=40)
+    assert not result.complete
+    assert result.depth < 6
