@@ -28,7 +28,7 @@ def test_explore_a_mutant_reports_a_shortest_counterexample(
     out = capsys.readouterr().out
     assert code == cli.EXIT_FOUND
     assert "a shortest counterexample has" in out
-    assert len(list(tmp_path.glob("*.json"))) == 1
+    assert len(list(tmp_path.glob("mutant_*.json"))) == 1
     # The report's world is explored again from the file: the same length, nothing shorter.
     report = next(tmp_path.glob("*.json"))
     again = cli.main([*argv, "--world", str(report), "--report-dir", str(tmp_path / "again")])
@@ -57,7 +57,7 @@ def test_check_all_scenarios_catches_a_mutant(
     argv = ["check", "--sut", "mutant:no_release_on_suspend", "--scenario", "all", "-q"]
     code = cli.main([*argv, "--profile", "ci", "--report-dir", str(tmp_path)])
     assert code == cli.EXIT_FOUND
-    assert len(list(tmp_path.glob("*.json"))) == 1
+    assert len(list(tmp_path.glob("mutant_*.json"))) == 1
 
 
 def test_a_run_that_never_reached_a_witness_warns() -> None:

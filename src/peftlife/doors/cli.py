@@ -607,7 +607,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--scenario",
         default="default",
-        help="a shipped scenario, a .toml path, or 'all' (every shipped one, taking turns)",
+        help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns",
     )
     _profile_option(check)
     check.add_argument(
