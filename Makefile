@@ -33,13 +33,15 @@ explore: setup
 	$(BIN)/peftlife explore --scenario kv-pressure --depth 4
 
 # Speed and shrink goals, measured (not part of `make test`): prints a table and
-# writes docs/benchmarks.md. BENCH_ARGS=--quick for a shorter run.
+# writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers.
+# BENCH_ARGS=--quick for a shorter run.
 bench: setup
 	$(BIN)/python -m peftlife.search.bench $(BENCH_ARGS)
+	$(BIN)/python bench/fuzz.py --out docs/benchmarks.md
 
 lint: setup
-	$(BIN)/ruff check src tests strategies docs
-	$(BIN)/ruff format --check src tests strategies docs
+	$(BIN)/ruff check src tests strategies docs bench
+	$(BIN)/ruff format --check src tests strategies docs bench
 	$(BIN)/mypy
 
 clean:

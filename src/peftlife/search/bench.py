@@ -496,9 +496,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Measured on {time.strftime('%Y-%m-%d')} in {time.perf_counter() - start:.0f} s"
         f"{' (--quick)' if quick else ''}, Python {sys.version.split()[0]}, Hypothesis "
         f"{hypothesis.__version__}. CPU seconds unless marked; on a shared machine the figures "
-        "are noisy, the ratios (measured interleaved) less so. The per-iteration deadline of "
-        "the engine (a SIGALRM armed and disarmed around every scheduler pass) is part of "
-        "these figures until it is replaced by one deadline per example."
+        "are noisy, the ratios (measured interleaved) less so. The scheduler's deadline is "
+        "one periodic alarm per engine (world/watchdog.py): entering and leaving the "
+        "scheduler costs a clock read."
     )
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
