@@ -4,11 +4,11 @@
 
 Prints a Markdown table and appends it to ``--out`` as its fuzzing section
 (``make bench`` runs it after ``peftlife.search.bench`` has written the rest).
-Scaling runs ``peftlife fuzz`` against the reference (every example holds, so the whole duration is search) with 1 and then 2
-workers and divides the totals. The hand-over starts a campaign against a
-mutant with a directory database, stops it at its first finding, and times a
-fresh ``peftlife check`` process pointing at the same database until it has
-found the bug again.
+Scaling runs ``peftlife fuzz`` against the reference (every example holds, so
+the whole duration is search) with 1 and then 2 workers and divides the
+totals. The hand-over starts a campaign against a mutant with a directory
+database, stops it at its first finding, and times a fresh ``peftlife check``
+process pointing at the same database until it has found the bug again.
 """
 
 from __future__ import annotations
