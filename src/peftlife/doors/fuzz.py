@@ -400,16 +400,21 @@ class Campaign:
         )
         if self.findings:
             table = Table(box=box.SIMPLE_HEAD, title="findings", title_justify="left")
-            for column in ("invariant", "scenario", "actions", "workers", "dupes", "report"):
-                table.add_column(column, overflow="fold")
+            for column in ("invariant", "scenario"):
+                table.add_column(column, no_wrap=True)
+            for column in ("actions", "workers", "dupes"):
+                table.add_column(column, justify="right")
+            # A report's name ends in the hash of its trace: enough to find its files.
+            table.add_column("report *_HASH.md", no_wrap=True)
             for f in self.findings.values():
+                markdown = Path(next((p for p in f.paths if p.endswith(".md")), f.paths[0]))
                 table.add_row(
                     f.invariant,
                     f.scenario,
                     str(f.actions),
                     ",".join(map(str, f.workers)),
                     str(f.duplicates),
-                    Path(next((p for p in f.paths if p.endswith(".md")), f.paths[0])).name,
+                    markdown.stem.rsplit("_", 1)[-1],
                 )
             self.console.print(table)
             self.console.print(f"reports in {plan.report_dir}")
