@@ -125,9 +125,14 @@ def _columns(case: Case, outcome: Outcome) -> list[_Column]:
 
 
 def _subject_rows(v: Violation) -> list[str]:
-    """The grid rows a violation names: ``request 3``, ``adapter 7``, ``requests [1, 2]``."""
+    """The grid rows a violation is about: ``request 3``, ``adapter 7``, ``requests [1, 2]``.
+
+    What the subject names in brackets is context, not subject: a violation of
+    "request 3 (adapter 1)" marks request 3's row only, as the terminal story does.
+    """
     rows = []
-    for kind, numbers in re.findall(r"(request|adapter)s? \[?(\d+(?:, \d+)*)", v.subject):
+    subject = re.sub(r"\s*\([^)]*\)", "", v.subject)
+    for kind, numbers in re.findall(r"(request|adapter)s? \[?(\d+(?:, \d+)*)", subject):
         rows += [f"{kind} {n}" for n in numbers.split(", ")]
     return rows
 
