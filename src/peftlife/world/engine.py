@@ -422,19 +422,20 @@ class Engine:
         def call(*args: Any) -> T:
             WATCHDOG.enter(self.schedule_deadline, what)
             try:
-                return fn(*args)
-            except SchedulerHung as err:
-                WATCHDOG.leave()
-                raise _Found(
-                    StepError("scheduler_hung", str(err), exception="SchedulerHung")
-                ) from None
+                result = fn(*args)
             except KeyboardInterrupt:
+                WATCHDOG.leave()
                 raise
             except BaseException as err:  # the SUT is untrusted, SystemExit included
+                # Stop watching first: the alarm must not fire while the finding is built.
                 WATCHDOG.leave()
-                raise _Found(_raised(what, err)) from None
-            finally:
-                WATCHDOG.leave()
+                if isinstance(err, SchedulerHung):
+                    error = StepError("scheduler_hung", str(err), exception="SchedulerHung")
+                else:
+                    error = _raised(what, err)
+                raise _Found(error) from None
+            WATCHDOG.leave()
+            return result
 
         return call
 
