@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
@@ -244,13 +245,8 @@ def test_slices_cover_every_scenario_and_never_repeat_a_seed() -> None:
     assert len({seed for _, seed in slices}) == len(slices)
     assert {scenario for scenario, _ in slices} == {"a", "b", "c"}
     assert [plan.worker_budget(w) for w in range(2)] == [None, None]
-    assert [attrs_budget(plan, 7, w) for w in range(2)] == [4, 3]
-
-
-def attrs_budget(plan: fuzz.Plan, total: int, worker: int) -> int | None:
-    import attrs
-
-    return attrs.evolve(plan, max_examples=total).worker_budget(worker)
+    seven = attrs.evolve(plan, max_examples=7)
+    assert [seven.worker_budget(w) for w in range(2)] == [4, 3]
 
 
 def test_the_fingerprint_ignores_sizes_but_not_the_shape() -> None:
