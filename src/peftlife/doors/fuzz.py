@@ -125,13 +125,9 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
         size = (
             plan.slice_examples if budget is None else min(plan.slice_examples, budget - examples)
         )
+        # Each slice has its own seed, so the profile's derandomization never applies.
         settings = hypothesis.settings(
-            base,
-            max_examples=size,
-            database=db,
-            derandomize=False,
-            phases=phases,
-            verbosity=hypothesis.Verbosity.quiet,
+            profiles.for_search(base, max_examples=size, database=db), phases=phases
         )
         done_before = examples
 
