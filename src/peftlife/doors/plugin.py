@@ -117,10 +117,15 @@ def _report_dir(config: pytest.Config) -> Path:
     return Path(DEFAULT_REPORT_DIR)
 
 
+_resolved_report_dir = pytest.StashKey[Path]()
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Leave the report directory out: its regression tests are kept by moving them."""
-    directory = _report_dir(config).resolve()
-    if collection_path.resolve() == directory:
+    # Asked for every path collected: resolve the directory once.
+    if _resolved_report_dir not in config.stash:
+        config.stash[_resolved_report_dir] = _report_dir(config).resolve()
+    if collection_path.resolve() == config.stash[_resolved_report_dir]:
         return True
     return None
 
@@ -180,11 +185,12 @@ def pytest_runtest_makereport(
     outcome = reports.replay(case)
     properties = [("peftlife_invariant", failure.invariant)]
     story = reports.terminal_text(case, outcome, width=100)
+    directory = _report_dir(item.config)
     try:
-        paths = reports.write(case, outcome, _report_dir(item.config))
+        paths = reports.write(case, outcome, directory)
     except OSError as err:
         # The failure stands as reported; only the files are missing, and this says why.
-        problem = f"could not write reports to {str(_report_dir(item.config))!r} ({err.strerror})"
+        problem = f"could not write reports to {str(directory)!r} ({err.strerror})"
         properties.append(("peftlife_report_error", problem))
         story += f"\npeftlife: {problem}"
     else:
