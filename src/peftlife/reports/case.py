@@ -60,6 +60,9 @@ class Case:
     # How many examples the search ran to meet the finding (None when not searched):
     # a fact about the search, not the case, so it takes no part in equality.
     examples: int | None = attrs.field(default=None, eq=False)
+    # Why the shrink of this case stopped early (its time cap, say), else None:
+    # like ``examples``, a fact about how it was found.
+    shrink_note: str | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def from_failure(
@@ -71,7 +74,8 @@ class Case:
         examples: int | None = None,
     ) -> Case:
         run = failure.run
-        return cls(run.sut, run.scenario, run.config, run.actions, seed, profile, examples)
+        note = failure.shrink.note if failure.shrink is not None else None
+        return cls(run.sut, run.scenario, run.config, run.actions, seed, profile, examples, note)
 
     @classmethod
     def from_json(cls, data: Any) -> Case:
@@ -97,6 +101,9 @@ class Case:
         for key, value in (("seed", seed), ("examples", examples)):
             if value is not None and not is_whole(value):
                 raise ReportError(f"{key} must be a whole number or null, not {value!r}")
+        note = data.get("shrink_note")
+        if note is not None and not isinstance(note, str):
+            raise ReportError(f"shrink_note must be a string or null, not {note!r:.60}")
         return cls(
             sut=_text(_required(data, "sut", str), "sut"),
             scenario=_text(_required(data, "scenario", str), "scenario"),
@@ -105,6 +112,7 @@ class Case:
             seed=seed,
             profile=_text(data.get("profile", ""), "profile", empty=True),
             examples=examples,
+            shrink_note=note,
         )
 
 
@@ -120,6 +128,7 @@ _TOP_LEVEL: tuple[str, ...] = (
     "config",
     "actions",
     "examples",
+    "shrink_note",
 )
 _TOP_LEVEL += ("during", "violation", "violations", "steps")
 _ACTION_KEYS = tuple(f.name for f in attrs.fields(Action))
@@ -274,6 +283,7 @@ def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
         "seed": case.seed,
         "profile": case.profile,
         "examples": case.examples,
+        "shrink_note": case.shrink_note,
         "config": _plain(case.config),
         "actions": [a.to_json() for a in case.actions],
         "during": outcome.during,

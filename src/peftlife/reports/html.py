@@ -271,6 +271,7 @@ def _header(case: Case, outcome: Outcome, files: dict[str, str]) -> str:
                 f"{_count(len(case.actions), 'action')}, "
                 f"{_count(len(outcome.entries), 'iteration')}"
                 + (f" ({drained} in the drain)" if drained else "")
+                + (f"; {case.shrink_note}" if case.shrink_note else "")
             ),
         ),
     ]

@@ -49,7 +49,8 @@ def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None =
         + (f" · **profile** `{case.profile}`" if case.profile else ""),
         *(f"- {line}" for line in world_lines(case.config)),
         f"- **shrunk to** {_count(len(case.actions), 'action')}, "
-        f"{_count(len(outcome.entries), 'iteration')}",
+        f"{_count(len(outcome.entries), 'iteration')}"
+        + (f" ({case.shrink_note})" if case.shrink_note else ""),
         "",
         "| # | action | what happened |",
         "|---:|---|---|",

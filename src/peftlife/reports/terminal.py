@@ -36,6 +36,8 @@ def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
     say(f"SUT {case.sut} · scenario {case.scenario} · seed {seed}{profile}")
     for world in world_lines(case.config):
         say(f"  {world}", "dim")
+    if case.shrink_note:
+        say(f"  note: {case.shrink_note}", "yellow")
     say("")
     for item in story(case, outcome):
         if isinstance(item, str):

@@ -75,8 +75,10 @@ class LifecycleFailure(AssertionError):
     def __init__(self, violations: list[Violation], run: Run) -> None:
         self.violations = violations
         self.run = run
-        # Set once the trace shrinker has made this finding as small as it can.
+        # Set once the trace shrinker has made this finding as small as it can,
+        # with what the shrink cost and whether it stopped at a bound.
         self.shrunk = False
+        self.shrink: shrink.Shrunk | None = None
         # Whether the scheduler missed its deadline: its replays then each wait it out.
         self.hung = False
         first = violations[0]
@@ -330,6 +332,8 @@ def search(
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    shrink_timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    shrink_progress: Callable[[shrink.ShrinkProgress], None] | None = None,
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
@@ -337,13 +341,17 @@ def search(
     failing example is then minimized over its trace (``peftlife.search.shrink``), which
     takes well under a second where Hypothesis's shrink re-runs whole examples
     for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
-    ``schedule_deadline`` is how long one call of the scheduler may take.
+    ``schedule_deadline`` is how long one call of the scheduler may take;
+    ``shrink_timeout`` and ``shrink_progress`` go to ``minimized``.
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
     """
     with _stable_constants(), _digests_once():
         result = _search(sut_spec, scenario, settings, seed, progress, schedule_deadline)
     if shrink and result.failure is not None:
-        result = attrs.evolve(result, failure=minimized(result.failure, schedule_deadline))
+        smaller = minimized(
+            result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
+        )
+        result = attrs.evolve(result, failure=smaller)
     return result
 
 
@@ -579,20 +587,37 @@ def _stable_constants() -> Iterator[None]:
 
 
 def minimized(
-    failure: LifecycleFailure, schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
+    failure: LifecycleFailure,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    *,
+    timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    progress: Callable[[shrink.ShrinkProgress], None] | None = None,
 ) -> LifecycleFailure:
-    """The same finding on the smallest world and action list the shrinker finds."""
+    """The same finding on the smallest world and action list the shrinker finds.
+
+    ``timeout`` caps the shrink (None or 0: no cap); ``progress`` is told as it goes.
+    """
     if failure.shrunk:
         return failure
     run = failure.run
     factory = sut.load(run.sut)
-    config, actions = shrink.minimize(
-        run.config, run.actions, factory, failure.invariant, schedule_deadline, hung=failure.hung
+    shrunk = shrink.minimize(
+        run.config,
+        run.actions,
+        factory,
+        failure.invariant,
+        schedule_deadline,
+        hung=failure.hung,
+        timeout=timeout,
+        progress=progress,
     )
-    outcome = checked_replay(config, actions, factory, schedule_deadline=schedule_deadline)
+    outcome = checked_replay(
+        shrunk.config, shrunk.actions, factory, schedule_deadline=schedule_deadline
+    )
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
-    smaller = Run(run.sut, run.scenario, config, actions)
+    smaller = Run(run.sut, run.scenario, shrunk.config, shrunk.actions)
     result = LifecycleFailure(list(outcome.violations), smaller)
     result.shrunk = True
+    result.shrink = shrunk
     return result

@@ -4,37 +4,153 @@ The machine finds a failing example by search; this module makes it small by
 replaying variations of its action list (delta debugging), then simplifying
 each submitted request and the world's configuration, keeping a change only
 when the replay still fails on the same invariant. A replay costs
-milliseconds, so this takes seconds where Hypothesis's own shrink phase, which
-re-runs whole generated examples, takes a minute; and it is deterministic: a
-fixed budget of replays, no clock. A hung scheduler is the exception: each of
-its replays waits out a deadline, so once a hang is confirmed the shrinker
-replays with a short deadline and gives up after a few hung replays.
+milliseconds, so this takes well under a second where Hypothesis's own shrink
+phase, which re-runs whole generated examples, takes a minute.
+
+Why it always ends. Every case (a world and an action list) has a ``size``:
+shortlex over a canonical encoding of natural numbers, that is the number of
+actions first, then each action's encoding in order, then the world's (its
+variable-length adapter list led by its length). That order is well-founded:
+no infinite chain of ever smaller cases exists. The shrinker keeps a candidate
+only when it is strictly smaller than the case it has (``_Shrinker.smaller``),
+and drops any other candidate before replaying it, so whatever the passes
+propose, the kept cases form a strictly descending chain, which must end. The
+chain can still be long, so two bounds make the end come soon: every verdict
+asked for costs one step of ``STEP_BUDGET``, a cached one included, and the
+whole shrink stops at a time cap (``DEFAULT_TIMEOUT``). At either bound the
+smallest case so far is the result, and ``Shrunk.stopped`` says which bound
+ended it. Below the cap the shrink is deterministic: no clock decides anything.
+
+A hung scheduler is the exception to "milliseconds": each of its replays waits
+out a deadline, so once a hang is confirmed the shrinker replays with a short
+deadline and gives up after a few hung replays.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 
 from peftlife.checker.drain import can_drain
-from peftlife.search.trace import Action, Outcome, checked_replay
+from peftlife.search.trace import KINDS, Action, Outcome, checked_replay
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, EngineConfig
-from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.protocol import CHUNKING_POLICIES, SchedulerFactory
 
 T = TypeVar("T")
 
+# Verdicts one shrink may ask for, cached ones included: a cached verdict costs no
+# replay, but a pass that kept asking for them would otherwise never end.
+STEP_BUDGET = 20_000
 # Replays one shrink may spend; enough for the cases the scenarios generate.
-BUDGET = 4000
+REPLAY_BUDGET = 4000
+# Seconds one shrink may take before it reports the smallest case so far.
+DEFAULT_TIMEOUT = 30.0
 # Once a hang is confirmed: the deadline of each shrink replay, and how many may hang.
 HUNG_DEADLINE = 0.5
 HUNG_REPLAYS = 8
 # The passes that try every pair of positions run only on traces this short; on a
 # longer one they would spend the budget before delta debugging has done its work.
 PAIRWISE_LIMIT = 24
+
+
+# Why a shrink ended before every pass had run its course (None when they all did).
+Stop = Literal["time cap", "step budget", "replay budget", "hung replays"]
+
+
+@attrs.frozen
+class ShrinkProgress:
+    """Where a running shrink is, for a progress line."""
+
+    replays: int
+    best_actions: int
+
+    def describe(self) -> str:
+        return f"shrinking: {self.replays} replays, best {self.best_actions} actions"
+
+
+@attrs.frozen
+class Shrunk:
+    """The smallest case a shrink found, and what it cost."""
+
+    config: EngineConfig
+    actions: tuple[Action, ...]
+    replays: int = 0
+    # Verdicts asked for, cached ones included: the unit of ``STEP_BUDGET``.
+    steps: int = 0
+    seconds: float = 0.0
+    stopped: Stop | None = None
+    timeout: float | None = None
+
+    @property
+    def note(self) -> str | None:
+        """What a report says when the shrink stopped at a bound, else None."""
+        if self.stopped is None:
+            return None
+        bound = {
+            "time cap": f"its {self.timeout:g} s time cap",
+            "step budget": f"its budget of {STEP_BUDGET} steps",
+            "replay budget": f"its budget of {REPLAY_BUDGET} replays",
+            "hung replays": f"{HUNG_REPLAYS} replays that hung",
+        }[self.stopped]
+        return (
+            f"the shrink stopped at {bound} after {self.replays} replays: a smaller case may exist"
+        )
+
+
+# ---- the order every kept candidate descends ----
+
+# Every word a case holds, ranked: the simpler choice first (a fault on the
+# target pool is simpler than one on the draft pool).
+_WORD_RANK: dict[str, int] = {
+    word: rank
+    for words in (KINDS, ("target", "draft"), CHUNKING_POLICIES, ("spec", "upstream"))
+    for rank, word in enumerate(words)
+}
+
+
+def _code(value: object) -> tuple[int, ...]:
+    """A canonical encoding as natural numbers; a tuple is led by its length.
+
+    Leading every variable-length part by its length makes plain tuple
+    comparison of two codes a shortlex order, which is well-founded.
+    """
+    if value is None:
+        return (0,)
+    if isinstance(value, bool | int):
+        return (int(value),)
+    if isinstance(value, str):
+        return (_WORD_RANK[value],)
+    if isinstance(value, tuple):
+        return (len(value), *itertools.chain.from_iterable(_code(v) for v in value))
+    raise TypeError(f"no canonical encoding for {value!r}")
+
+
+def _record_code(record: Any) -> tuple[int, ...]:
+    return tuple(
+        itertools.chain.from_iterable(
+            _code(getattr(record, f.name)) for f in attrs.fields(type(record))
+        )
+    )
+
+
+def size(config: EngineConfig, actions: tuple[Action, ...]) -> tuple[int, ...]:
+    """Where a case sits in the shrink order: fewer actions first, then simpler
+    actions in order, then a simpler world. Smaller is simpler.
+
+    >>> small = (Action("step"),)
+    >>> size(EngineConfig(), small) < size(EngineConfig(), (*small, *small))
+    True
+    """
+    return (
+        len(actions),
+        *itertools.chain.from_iterable(_record_code(a) for a in actions),
+        *_record_code(config),
+    )
 
 
 def first_invariant(
@@ -60,6 +176,14 @@ def _outcome(
         return None  # a variation that is not a valid world or request
 
 
+class _Stopped(Exception):
+    """A bound was reached: the shrink ends with the smallest case so far."""
+
+    def __init__(self, why: Stop) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 @attrs.define
 class _Shrinker:
     factory: SchedulerFactory
@@ -67,17 +191,29 @@ class _Shrinker:
     config: EngineConfig
     actions: tuple[Action, ...]
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
+    # ``time.monotonic()`` past which no verdict is asked for; None for no cap.
+    deadline: float | None = None
+    progress: Callable[[ShrinkProgress], None] | None = None
     replays: int = 0
+    steps: int = 0
     hung_replays: int = 0
     # Verdicts already known: passes often propose the same candidate twice.
     known: dict[tuple[EngineConfig, tuple[Action, ...]], bool] = attrs.Factory(dict)
 
     def fails(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
+        """Whether the case still fails on the invariant; every call is a step."""
+        self.steps += 1
+        if self.steps > STEP_BUDGET:
+            raise _Stopped("step budget")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _Stopped("time cap")
         key = (config, actions)
         if key in self.known:
             return self.known[key]
-        if self.replays >= BUDGET or self.hung_replays >= HUNG_REPLAYS:
-            return False
+        if self.replays >= REPLAY_BUDGET:
+            raise _Stopped("replay budget")
+        if self.hung_replays >= HUNG_REPLAYS:
+            raise _Stopped("hung replays")
         requests = [
             (a.lora_task_id, a.prompt_len, a.max_new_tokens) for a in actions if a.kind == "submit"
         ]
@@ -91,20 +227,29 @@ class _Shrinker:
                 verdict = (
                     bool(outcome.violations) and outcome.violations[0].invariant == self.invariant
                 )
+            if self.progress is not None:
+                self.progress(ShrinkProgress(self.replays, len(self.actions)))
         self.known[key] = verdict
         return verdict
 
+    def adopt(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
+        """Keep the candidate if it is smaller than the case so far and still fails.
+
+        The one way a case changes: a candidate that is not smaller is dropped
+        before it is replayed, so the kept cases descend the order.
+        """
+        if size(config, actions) >= size(self.config, self.actions):
+            return False
+        if not self.fails(config, actions):
+            return False
+        self.config, self.actions = config, actions
+        return True
+
     def try_actions(self, actions: tuple[Action, ...]) -> bool:
-        if actions != self.actions and self.fails(self.config, actions):
-            self.actions = actions
-            return True
-        return False
+        return self.adopt(self.config, actions)
 
     def try_config(self, config: EngineConfig) -> bool:
-        if config != self.config and self.fails(config, self.actions):
-            self.config = config
-            return True
-        return False
+        return self.adopt(config, self.actions)
 
     def delete_actions(self) -> None:
         """Delta debugging: remove ever smaller chunks while the failure stays."""
@@ -135,17 +280,20 @@ class _Shrinker:
             return
         self._first_success(
             lambda: (
-                moved
+                _moved(self.actions, i, k)
                 for i in range(1, len(self.actions))
                 for k in range(i - 1, -1, -1)
-                for moved in (_moved(self.actions, i, k),)
-                if self.fails(self.config, moved)
             ),
             self._try_shorter,
         )
 
     def unify_requests(self) -> None:
-        """Give a request the parameters of an earlier one: fewer distinct requests to read."""
+        """Give a request the parameters of a simpler one: fewer distinct requests to read.
+
+        Only a copy from a simpler request is smaller in the order; the other
+        direction is dropped unreplayed (copying both ways once let X, X, Y and
+        Y, X, Y take turns for ever).
+        """
         self._first_success(
             lambda: (
                 _with_submit(self.actions, j, _same_request(self.actions[j], self.actions[i]))
@@ -169,16 +317,18 @@ class _Shrinker:
 
     def _try_shorter(self, actions: tuple[Action, ...]) -> bool:
         """Keep ``actions`` (same length) only if deleting one action, or two neighbours,
-        then still fails: a change that pays for itself."""
+        then still fails: a change that pays for itself.
+
+        ``actions`` itself is only a probe, replayed to learn whether its shorter
+        variants are worth replaying; it is never kept, and what is kept is shorter.
+        """
         if actions == self.actions or not self.fails(self.config, actions):
             return False
-        for i in range(len(actions)):
-            for j in (i, i + 1):
-                shorter = _dropping(actions, {i, j})
-                if self.fails(self.config, shorter):
-                    self.actions = shorter
-                    return True
-        return False
+        return any(
+            self.try_actions(_dropping(actions, {i, j}))
+            for i in range(len(actions))
+            for j in (i, i + 1)
+        )
 
     def simplify_requests(self) -> None:
         for index, action in enumerate(self.actions):
@@ -356,29 +506,55 @@ def minimize(
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     *,
     hung: bool = False,
-) -> tuple[EngineConfig, tuple[Action, ...]]:
-    """A smaller world and action list that still fail on ``invariant``.
+    timeout: float | None = DEFAULT_TIMEOUT,
+    progress: Callable[[ShrinkProgress], None] | None = None,
+) -> Shrunk:
+    """The smallest world and action list found that still fail on ``invariant``.
 
     Returns the input unchanged if it does not fail on ``invariant`` to begin with.
     ``hung`` says the search saw the scheduler miss its deadline: the
-    confirming replay then already uses the short one.
+    confirming replay then already uses the short one. ``timeout`` caps the
+    whole shrink in seconds (None or 0: no cap); ``progress`` is told after
+    every replay.
     """
+    start = time.monotonic()
     short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
     outcome = _outcome(config, actions, factory, short if hung else schedule_deadline)
     if outcome is None or not outcome.violations or outcome.violations[0].invariant != invariant:
-        return config, actions
+        return Shrunk(config, actions, replays=1, steps=1, seconds=time.monotonic() - start)
     if outcome.hung:
         # Every hung replay waits out its deadline: shrink a hang with a short one.
         schedule_deadline = short
-    shrinker = _Shrinker(factory, invariant, config, actions, schedule_deadline)
-    for _ in range(ROUNDS):  # every pass, until a round changes nothing (bounded)
-        before = (shrinker.config, shrinker.actions)
-        for run_pass in PASSES:
-            run_pass(shrinker)
-        if (shrinker.config, shrinker.actions) == before:
-            break
+    shrinker = _Shrinker(
+        factory,
+        invariant,
+        config,
+        actions,
+        schedule_deadline,
+        deadline=start + timeout if timeout else None,
+        progress=progress,
+    )
+    stopped: Stop | None = None
+    try:
+        for _ in range(ROUNDS):  # every pass, until a round changes nothing (bounded)
+            before = (shrinker.config, shrinker.actions)
+            for run_pass in PASSES:
+                run_pass(shrinker)
+            if (shrinker.config, shrinker.actions) == before:
+                break
+    except _Stopped as bound:
+        stopped = bound.why
     actions = shrinker.actions
     if shrinker.config.draft_device_pages is None:
-        # Without a draft pool a fault aimed at it lands on the target: say so.
+        # Without a draft pool a fault aimed at it lands on the target: say so
+        # (the simpler word, so the result stays no larger in the order).
         actions = tuple(attrs.evolve(a, pool="target") for a in actions)
-    return shrinker.config, actions
+    return Shrunk(
+        shrinker.config,
+        actions,
+        replays=shrinker.replays + 1,
+        steps=shrinker.steps + 1,
+        seconds=time.monotonic() - start,
+        stopped=stopped,
+        timeout=timeout or None,
+    )
