@@ -7,11 +7,13 @@ few examples under the ``ci`` profile), never from hand-written steps.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,9 @@ from rich.console import Console
 import peftlife
 from peftlife.checker import catalogue
 from peftlife.doors import cli
-from peftlife.doors.progress import progress
+from peftlife.doors.progress import Tick, progress
 from peftlife.search.machine import COVERAGE_LABELS
+from peftlife.search.shrink import ShrinkProgress
 from peftlife.sut.mutants import BY_NAME, CATALOGUE
 
 MUTANT = "mutant:no_release_on_suspend"
@@ -288,6 +291,48 @@ def test_on_a_terminal_a_bar_shows_the_totals() -> None:
         tick(12, 40)
         time.sleep(0.3)
     assert "12/300" in out.getvalue()
+
+
+def test_while_a_finding_shrinks_the_heartbeat_and_the_bar_say_so() -> None:
+    stream = io.StringIO()
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with progress(console, "checking x", 300, show=True, heartbeat=0.02, stream=stream) as tick:
+        tick(12, 40)
+        tick.shrinking(ShrinkProgress(replays=7, best_actions=3))
+        time.sleep(0.2)
+    assert (
+        "checking x: 12/300 examples, 40 iterations, shrinking: 7 replays, best 3 actions,"
+        in (stream.getvalue().splitlines()[-1])
+    )
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=160, color_system=None)
+    with progress(console, "checking x", 300, show=True) as tick:
+        tick.shrinking(ShrinkProgress(replays=7, best_actions=3))
+        time.sleep(0.3)
+    assert "shrinking: 7 replays, best 3 actions" in out.getvalue()
+
+
+@pytest.mark.parametrize("command", ["check", "mutants"])
+def test_check_and_the_gate_tell_their_progress_the_shrink_phase(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    phases: list[str | None] = []
+
+    @contextlib.contextmanager
+    def recording(*args: object, **kwargs: object) -> Iterator[Tick]:
+        yield Tick(lambda done, iterations, phase: phases.append(phase))
+
+    monkeypatch.setattr(cli, "progress", recording)
+    if command == "mutants":
+        # One mutant, in this process: the same news a worker process queues.
+        monkeypatch.setattr(cli, "CATALOGUE", CATALOGUE[:1])
+        monkeypatch.setattr(cli.scenarios, "shipped_names", lambda: ["default"])
+        argv = ["mutants", "--profile", "ci", "--jobs", "1"]
+        monkeypatch.setattr(cli, "_NEWS_EVERY", 0.0)
+    else:
+        argv = [*FOUND, "--report-dir", str(tmp_path)]
+    cli.main(argv)
+    assert any(p and "shrinking: " in p and "replays, best" in p for p in phases), phases
 
 
 def test_quiet_means_no_progress() -> None:

@@ -6,6 +6,7 @@ through its ``pytest11`` entry point exactly as it would elsewhere.
 
 from __future__ import annotations
 
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -167,6 +168,37 @@ def test_a_failing_machine_fails_once_with_the_story(pytester: pytest.Pytester) 
         assert noise not in out, noise
 
 
+HEARTBEAT_EVERY_REPLAY = """
+import peftlife.doors.plugin
+
+
+def pytest_configure(config):
+    peftlife.doors.plugin.SHRINK_HEARTBEAT = 0.0
+"""
+
+
+def test_a_shrink_tells_the_terminal_how_far_it_got_and_its_cap_reaches_the_report(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_bad=NOT_SHRINKING)
+    pytester.makeconftest(HEARTBEAT_EVERY_REPLAY)
+    told = pytester.runpytest_subprocess("--peftlife-report-dir", "reports")
+    told.assert_outcomes(failed=2, passed=1)
+    shutil.rmtree(pytester.path / "reports")
+    assert re.search(
+        r"^peftlife: shrinking: \d+ replays?, best \d+ actions?, \d+ s$", told.stdout.str(), re.M
+    )
+    result = pytester.runpytest_subprocess(
+        "--peftlife-report-dir", "reports", "--peftlife-shrink-timeout", "0.000001"
+    )
+    result.assert_outcomes(failed=2, passed=1)
+    out = result.stdout.str()
+    (json_path,) = (pytester.path / "reports").glob("*.json")
+    note = report.load_json(json_path).shrink_note
+    assert note is not None and "time cap" in note
+    assert "time cap" in out
+
+
 RETARGETED = """
 from peftlife import lifecycle_machine
 
@@ -225,6 +257,7 @@ def test_hypothesis_profiles_are_left_alone(pytester: pytest.Pytester) -> None:
         ("--peftlife-sut", "no_such_module_xyz:factory", "sys.path"),
         ("--peftlife-scenario", "no-such-scenario", "no-such-scenario"),
         ("--peftlife-profile", "weekly", "peftlife-ci"),
+        ("--peftlife-shrink-timeout", "soon", "0 for no cap"),
     ],
 )
 def test_bad_input_is_a_usage_error_with_one_line(

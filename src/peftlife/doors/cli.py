@@ -8,13 +8,16 @@ one-line message that says how to fix it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
+import queue
 import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,8 +32,8 @@ from peftlife import reports, sut
 from peftlife.checker import catalogue, invariants
 from peftlife.doors import baseline, fuzz, junit
 from peftlife.doors import summary as run_summary
-from peftlife.doors.progress import progress
-from peftlife.search import database, explore, profiles, scenarios
+from peftlife.doors.progress import Tick, progress
+from peftlife.search import database, explore, profiles, scenarios, shrink
 from peftlife.search.machine import SearchResult, hunt, minimized, search
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
@@ -75,6 +78,28 @@ def _profile(name: str) -> str:
     except profiles.ProfileError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
     return name
+
+
+def _seconds(text: str) -> float | None:
+    """An argparse type: seconds of at least 0, where 0 means no limit (None)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 for no cap)")
+    return value or None
+
+
+def _shrink_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shrink-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=shrink.DEFAULT_TIMEOUT,
+        help="cap on shrinking one finding; at the cap the smallest case so far is reported, "
+        f"and says so (default: {shrink.DEFAULT_TIMEOUT:g}; 0 for no cap)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -127,9 +152,14 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             if every:
                 result = hunt(args.sut, settings, seed=args.seed, progress=tick)
             else:
-                result = search(args.sut, args.scenario, settings, seed=args.seed, progress=tick)
-            if result.failure is not None and every:
-                result = attrs.evolve(result, failure=minimized(result.failure))
+                result = search(
+                    args.sut, args.scenario, settings, seed=args.seed, progress=tick, shrink=False
+                )
+            if result.failure is not None:
+                smaller = minimized(
+                    result.failure, timeout=args.shrink_timeout, progress=tick.shrinking
+                )
+                result = attrs.evolve(result, failure=smaller)
         found = _report_finding(args, console, result, known) if result.failure else None
     finding, story, details = found or (None, "", "")
     if finding is None and not args.quiet:
@@ -256,7 +286,7 @@ class GateRow:
     seconds: float
 
 
-def gate_one(mutant: Mutant, profile: str, shrink: bool) -> GateRow:
+def gate_one(mutant: Mutant, profile: str, shrink: bool, timeout: float | None = None) -> GateRow:
     """Hunt the mutant through the shipped scenarios; shrink what was found."""
     start = time.perf_counter()
     found = hunt(f"mutant:{mutant.name}", _settings(profile))
@@ -264,7 +294,10 @@ def gate_one(mutant: Mutant, profile: str, shrink: bool) -> GateRow:
         return GateRow(
             mutant.name, False, "-", "-", False, found.examples_to_find, None, _since(start)
         )
-    failure = minimized(found.failure) if shrink else found.failure
+    if shrink:
+        failure = minimized(found.failure, timeout=timeout, progress=_shrink_news(mutant.name))
+    else:
+        failure = found.failure
     invariant = found.failure.invariant
     return GateRow(
         mutant.name,
@@ -276,6 +309,32 @@ def gate_one(mutant: Mutant, profile: str, shrink: bool) -> GateRow:
         len(failure.run.actions) if shrink else None,
         _since(start),
     )
+
+
+# Where a gate run tells the gate's progress display how its shrink goes: the
+# display itself in one process, a queue to the parent in a worker process.
+_NEWS: Callable[[str], None] | None = None
+# Seconds between two pieces of shrink news, and how long the last one stays shown.
+_NEWS_EVERY, _NEWS_SHOWN = 0.25, 1.0
+
+
+def _hear_news(tell: Callable[[str], None] | None) -> None:
+    global _NEWS
+    _NEWS = tell
+
+
+def _shrink_news(mutant: str) -> Callable[[shrink.ShrinkProgress], None] | None:
+    tell = _NEWS
+    if tell is None:
+        return None
+    last = [0.0]
+
+    def news(where: shrink.ShrinkProgress) -> None:
+        if time.monotonic() - last[0] >= _NEWS_EVERY:
+            last[0] = time.monotonic()
+            tell(f"{mutant} {where.describe()}")
+
+    return news
 
 
 def _since(start: float) -> float:
@@ -306,20 +365,22 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
     tasks: list[tuple[Callable[..., GateRow], tuple[Any, ...]]] = [
         (_reference_row, (scenario, args.profile)) for scenario in scenarios.shipped_names()
     ]
-    tasks += [(gate_one, (m, args.profile, not args.no_shrink)) for m in CATALOGUE]
+    shrinks = not args.no_shrink
+    tasks += [(gate_one, (m, args.profile, shrinks, args.shrink_timeout)) for m in CATALOGUE]
     show = not args.quiet
     with progress(console, "mutant gate", len(tasks), show=show, unit="runs") as tick:
         if jobs == 1:
             rows = []
-            for fn, fn_args in tasks:
-                rows.append(fn(*fn_args))
-                tick(len(rows), 0)
+            _hear_news(tick.phase)
+            try:
+                for fn, fn_args in tasks:
+                    rows.append(fn(*fn_args))
+                    tick.phase(None)
+                    tick(len(rows), 0)
+            finally:
+                _hear_news(None)
         else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(_call, task) for task in tasks]
-                for done, _ in enumerate(as_completed(futures), start=1):
-                    tick(done, 0)
-                rows = [f.result() for f in futures]
+            rows = _gate_in_processes(tasks, jobs, tick)
     reference = [r for r in rows if r.mutant.startswith("reference")]
     mutants = [r for r in rows if not r.mutant.startswith("reference")]
     ok = all(r.acceptable for r in reference) and all(r.caught and r.acceptable for r in mutants)
@@ -402,6 +463,30 @@ def _list_mutants(console: Console) -> int:
         table.add_row(m.name, m.description, ", ".join(m.acceptable))
     console.print(table)
     return EXIT_HELD
+
+
+def _gate_in_processes(
+    tasks: list[tuple[Callable[..., GateRow], tuple[Any, ...]]], jobs: int, tick: Tick
+) -> list[GateRow]:
+    """Run the gate's tasks on ``jobs`` processes; their shrink news reaches ``tick``."""
+    news: multiprocessing.Queue[str] = multiprocessing.Queue()
+    with ProcessPoolExecutor(jobs, initializer=_hear_news, initargs=(news.put,)) as pool:
+        futures = [pool.submit(_call, task) for task in tasks]
+        pending, heard = set(futures), 0.0
+        while pending:
+            _, pending = wait(pending, timeout=_NEWS_EVERY, return_when=FIRST_COMPLETED)
+            latest = None
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    latest = news.get_nowait()
+            if latest is not None:
+                tick.phase(latest)
+                heard = time.monotonic()
+            elif heard and time.monotonic() - heard > _NEWS_SHOWN:
+                tick.phase(None)
+                heard = 0.0
+            tick(len(futures) - len(pending), 0)
+        return [f.result() for f in futures]
 
 
 def _call(task: tuple[Callable[..., GateRow], tuple[Any, ...]]) -> GateRow:
@@ -645,6 +730,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="known findings (a summary.json of an earlier run): they do not fail the run",
     )
+    _shrink_timeout_option(check)
     _ci_options(check)
     check.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
     check.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
@@ -656,6 +742,7 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument("--json", default=None, help="also write the table as JSON to this file")
     gate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     gate.add_argument("--no-shrink", action="store_true", help="skip shrinking (no step counts)")
+    _shrink_timeout_option(gate)
     _ci_options(gate)
     gate.add_argument("-q", "--quiet", action="store_true", help="no progress")
     gate.set_defaults(run=cmd_mutants)

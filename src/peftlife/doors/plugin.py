@@ -16,7 +16,10 @@ the leading dashes and with underscores):
   (default ``peftlife-ci`` when ``CI`` is set, else ``peftlife-dev``); other
   tests keep whatever Hypothesis profile they had;
 * ``--peftlife-report-dir DIR``: where a failing machine test writes its JSON,
-  Markdown and regression-test reports (default ``peftlife-reports``).
+  Markdown and regression-test reports (default ``peftlife-reports``);
+* ``--peftlife-shrink-timeout SECONDS``: the cap on shrinking one finding
+  (default 30; 0 for no cap). While a finding shrinks for longer than a few
+  seconds, a line on the terminal says how far it got.
 
 A failing machine test also gets the violated invariant and the report path
 as properties in the JUnit XML (``--junitxml``).
@@ -24,6 +27,8 @@ as properties in the JUnit XML (``--junitxml``).
 
 from __future__ import annotations
 
+import contextlib
+import time
 import traceback
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -32,7 +37,7 @@ from typing import Any
 import pytest
 
 from peftlife import reports, sut
-from peftlife.search import database, profiles, scenarios, session
+from peftlife.search import database, profiles, scenarios, session, shrink
 from peftlife.search.machine import LifecycleFailure, SearchResult, minimized, search
 
 DEFAULT_REPORT_DIR = "peftlife-reports"
@@ -44,7 +49,11 @@ _OPTIONS = {
     "peftlife_report_dir": f"where counterexample reports go (default {DEFAULT_REPORT_DIR})",
     "peftlife_database": "example database of peftlife's machines, a directory or "
     "redis://host:port/db: failures saved by any run pointing at it are tried first",
+    "peftlife_shrink_timeout": "seconds to shrink one finding before reporting the smallest "
+    f"case so far (default {shrink.DEFAULT_TIMEOUT:g}; 0 for no cap)",
 }
+# Seconds of shrinking between two lines on the terminal saying how far it got.
+SHRINK_HEARTBEAT = 5.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -73,7 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
             scenarios.load(scenario)
         if profile := _value(config, "peftlife_profile"):
             profiles.get(profile)
-    except (sut.SUTError, scenarios.ScenarioError, profiles.ProfileError) as err:
+        shrink_timeout = _shrink_timeout(config)
+    except (sut.SUTError, scenarios.ScenarioError, profiles.ProfileError, ValueError) as err:
         # Under -v, what the SUT raised comes first, as the command line's -v shows it.
         shown = err.__cause__ is not None and config.get_verbosity() > 0
         trace = "".join(traceback.format_exception(err.__cause__)) if shown else ""
@@ -94,12 +104,54 @@ def pytest_configure(config: pytest.Config) -> None:
             scenario=_value(config, "peftlife_scenario"),
             profile=_value(config, "peftlife_profile"),
             database=saved,
+            shrink_timeout=shrink_timeout,
+            shrink_progress=_shrink_heartbeat(config),
         )
     )
     config.stash[_began] = True
 
 
 _began = pytest.StashKey[bool]()
+
+
+def _shrink_timeout(config: pytest.Config) -> float | None:
+    text = _value(config, "peftlife_shrink_timeout")
+    if text is None:
+        return shrink.DEFAULT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(
+            f"--peftlife-shrink-timeout {text!r} is not a number of seconds (0 for no cap)"
+        )
+    return seconds or None
+
+
+def _shrink_heartbeat(config: pytest.Config) -> Callable[[shrink.ShrinkProgress], None]:
+    """A line on pytest's terminal every ``SHRINK_HEARTBEAT`` seconds while a finding shrinks.
+
+    Written past pytest's capture, as its live logs are; silent where there is no
+    terminal reporter (an xdist worker, say). The reporter is looked up as a line
+    is due: it is registered after this plugin is configured.
+    """
+    began = [0.0, 0.0]  # when this shrink began, when a line was last written
+
+    def beat(where: shrink.ShrinkProgress) -> None:
+        now = time.monotonic()
+        if where.replays <= 1:  # a new shrink
+            began[:] = [now, now]
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or now - began[1] < SHRINK_HEARTBEAT:
+            return
+        began[1] = now
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        paused = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+        with paused:
+            reporter.write_line(f"peftlife: {where.describe()}, {now - began[0]:.0f} s")
+
+    return beat
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -2,7 +2,9 @@
 
 On a terminal the bar counts examples out of the budget (or runs out of the
 gate's total); off a terminal (a CI log, a pipe) one line every few seconds
-says the same, so a long run is visibly alive without flooding the log.
+says the same, so a long run is visibly alive without flooding the log. Once a
+finding is being shrunk, both say so ("shrinking: N replays, best M actions")
+instead of a count of examples that no longer moves.
 """
 
 from __future__ import annotations
@@ -12,15 +14,39 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from peftlife.search.shrink import ShrinkProgress
+
 # Seconds between two heartbeat lines off a terminal.
 HEARTBEAT = 5.0
 
-Tick = Callable[[int, int], None]
+
+class Tick:
+    """What a running command tells its progress display.
+
+    Call it with (done, iterations) as work completes; ``shrinking`` says a
+    finding is being shrunk, ``phase`` sets any other phase line (None: counting).
+    """
+
+    def __init__(self, show: Callable[[int, int, str | None], None]) -> None:
+        self._show = show
+        self._counts = (0, 0)
+        self._phase: str | None = None
+
+    def __call__(self, done: int, iterations: int) -> None:
+        self._counts = (done, iterations)
+        self._show(done, iterations, self._phase)
+
+    def phase(self, text: str | None) -> None:
+        self._phase = text
+        self._show(*self._counts, text)
+
+    def shrinking(self, where: ShrinkProgress) -> None:
+        self.phase(where.describe())
 
 
 @contextmanager
@@ -40,7 +66,7 @@ def progress(
     line on ``stream`` (stderr by default) every ``heartbeat`` seconds.
     """
     if not show:
-        yield lambda done, iterations: None
+        yield Tick(lambda done, iterations, phase: None)
         return
     if console.is_terminal:
         with _bar(console, label, total, unit) as tick:
@@ -62,37 +88,40 @@ def _bar(console: Console, label: str, total: int | None, unit: str) -> Iterator
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(label, total=total, iterations="")
 
-        def tick(done: int, iterations: int) -> None:
+        def show(done: int, iterations: int, phase: str | None) -> None:
             more = f", {iterations} iterations" if iterations else ""
+            more += f" · {phase}" if phase else ""
             bar.update(task, completed=done, iterations=more)
 
-        yield tick
+        yield Tick(show)
 
 
 @contextmanager
 def _heartbeat(
     label: str, total: int | None, unit: str, every: float, stream: IO[str]
 ) -> Iterator[Tick]:
-    state = [0, 0]
+    state: list[Any] = [0, 0, None]
     start = time.perf_counter()
     stop = threading.Event()
 
     def beat() -> None:
         while not stop.wait(every):
-            done, iterations = state
+            done, iterations, phase = state
             of = f"/{total}" if total else ""
             more = f", {iterations} iterations" if iterations else ""
+            now = f", {phase}" if phase else ""
             elapsed = time.perf_counter() - start
-            print(f"{label}: {done}{of} {unit}{more}, {elapsed:.0f} s", file=stream, flush=True)
+            line = f"{label}: {done}{of} {unit}{more}{now}, {elapsed:.0f} s"
+            print(line, file=stream, flush=True)
 
     thread = threading.Thread(target=beat, name="peftlife-heartbeat", daemon=True)
     thread.start()
 
-    def tick(done: int, iterations: int) -> None:
-        state[:] = [done, iterations]
+    def show(done: int, iterations: int, phase: str | None) -> None:
+        state[:] = [done, iterations, phase]
 
     try:
-        yield tick
+        yield Tick(show)
     finally:
         stop.set()
         thread.join()

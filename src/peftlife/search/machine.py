@@ -544,6 +544,8 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
                 options.sut or machine.sut_spec,
                 options.scenario or machine.scenario_spec,
                 profiles.for_search(profile, database=options.database),
+                shrink_timeout=options.shrink_timeout,
+                shrink_progress=options.shrink_progress,
             )
             if result.failure is not None:
                 raise result.failure

@@ -1,7 +1,8 @@
 """What a front door asks of every lifecycle machine it runs in this session.
 
 The pytest plugin sets these from ``--peftlife-sut``, ``--peftlife-scenario``,
-``--peftlife-profile`` and ``--peftlife-database`` for the length of a pytest session, so a
+``--peftlife-profile``, ``--peftlife-database`` and ``--peftlife-shrink-timeout``
+for the length of a pytest session, so a
 ``lifecycle_machine(...).TestCase`` collected from a project's tests is
 retargeted as the options say; outside a session every field is None and a
 machine runs what it was built with, under the default profile.
@@ -9,10 +10,12 @@ machine runs what it was built with, under the default profile.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import attrs
+
+from peftlife.search.shrink import DEFAULT_TIMEOUT, ShrinkProgress
 
 
 @attrs.frozen
@@ -24,6 +27,9 @@ class Options:
     profile: str | None = None
     # An example database (Hypothesis's), opened once for the session.
     database: object = None
+    # The cap on shrinking one finding (None: no cap), and who hears how it goes.
+    shrink_timeout: float | None = DEFAULT_TIMEOUT
+    shrink_progress: Callable[[ShrinkProgress], None] | None = None
 
 
 _current: list[Options] = [Options()]

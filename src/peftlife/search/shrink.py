@@ -70,7 +70,10 @@ class ShrinkProgress:
     best_actions: int
 
     def describe(self) -> str:
-        return f"shrinking: {self.replays} replays, best {self.best_actions} actions"
+        return (
+            f"shrinking: {_count(self.replays, 'replay')}, "
+            f"best {_count(self.best_actions, 'action')}"
+        )
 
 
 @attrs.frozen
@@ -97,9 +100,12 @@ class Shrunk:
             "replay budget": f"its budget of {REPLAY_BUDGET} replays",
             "hung replays": f"{HUNG_REPLAYS} replays that hung",
         }[self.stopped]
-        return (
-            f"the shrink stopped at {bound} after {self.replays} replays: a smaller case may exist"
-        )
+        replays = _count(self.replays, "replay")
+        return f"the shrink stopped at {bound} after {replays}: a smaller case may exist"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 # ---- the order every kept candidate descends ----
