@@ -81,14 +81,11 @@ def _profile(name: str) -> str:
 
 
 def _seconds(text: str) -> float | None:
-    """An argparse type: seconds of at least 0, where 0 means no limit (None)."""
+    """An argparse type: a shrink's time cap, seconds where 0 means no cap (None)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 for no cap)")
-    return value or None
+        return shrink.timeout_from_text(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def _shrink_timeout_option(parser: argparse.ArgumentParser) -> None:

@@ -119,14 +119,9 @@ def _shrink_timeout(config: pytest.Config) -> float | None:
     if text is None:
         return shrink.DEFAULT_TIMEOUT
     try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise ValueError(
-            f"--peftlife-shrink-timeout {text!r} is not a number of seconds (0 for no cap)"
-        )
-    return seconds or None
+        return shrink.timeout_from_text(text)
+    except ValueError as err:
+        raise ValueError(f"--peftlife-shrink-timeout {err}") from err
 
 
 def _shrink_heartbeat(config: pytest.Config) -> Callable[[shrink.ShrinkProgress], None]:

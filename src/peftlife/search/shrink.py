@@ -58,6 +58,21 @@ HUNG_REPLAYS = 8
 PAIRWISE_LIMIT = 24
 
 
+def timeout_from_text(text: str) -> float | None:
+    """A shrink's time cap as a front door reads it: seconds, where 0 means no cap.
+
+    >>> timeout_from_text("2.5"), timeout_from_text("0")
+    (2.5, None)
+    """
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"{text!r} is not a number of seconds (0 for no cap)")
+    return seconds or None
+
+
 # Why a shrink ended before every pass had run its course (None when they all did).
 Stop = Literal["time cap", "step budget", "replay budget", "hung replays"]
 
