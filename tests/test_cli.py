@@ -236,6 +236,12 @@ COMMANDS = ("check", "mutants", "replay", "scenarios")
         pytest.param(["frob"], ["'frob'", *COMMANDS], id="unknown-subcommand"),
         pytest.param(["replay"], ["report", "--help"], id="replay-without-a-file"),
         pytest.param(["mutants", "--jobs", "many"], ["--jobs", "--help"], id="jobs"),
+        pytest.param(
+            ["check", "--shrink-timeout", "-1"], ["--shrink-timeout", "0 for no cap"], id="cap"
+        ),
+        pytest.param(
+            ["mutants", "--shrink-timeout", "nan"], ["--shrink-timeout", "seconds"], id="cap-nan"
+        ),
     ],
 )
 def test_bad_argument(
