@@ -176,6 +176,17 @@ def test_duplicate_findings_from_two_workers_make_one_report(tmp_path: Path) -> 
     assert any(row[3] == "0,1" or row[3] == "1,0" for row in rows), result.stdout
 
 
+def test_quiet_keeps_only_the_summary(tmp_path: Path) -> None:
+    result = _peftlife(
+        *_fuzz("-q", "--sut", MUTANT, "--scenario", "default", "--workers", "1",
+               "--max-examples", "10", "--seed", "1", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.startswith(f"fuzzed {MUTANT} in default"), result.stdout
+    assert "finding: " not in result.stdout and "ownership_follows_residency" in result.stdout
+
+
 def test_unreachable_redis_at_start_is_exit_2_with_the_url_and_a_fix(tmp_path: Path) -> None:
     pytest.importorskip("redis", reason="the redis client: pip install 'peftlife[redis]'")
     url = f"redis://127.0.0.1:{_free_port()}/0"

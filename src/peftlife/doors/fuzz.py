@@ -201,9 +201,11 @@ class Finding:
 class Campaign:
     """The parent of the workers: starts them, listens, keeps one report per finding."""
 
-    def __init__(self, plan: Plan, console: Console) -> None:
+    def __init__(self, plan: Plan, console: Console, quiet: bool = False) -> None:
         self.plan = plan
         self.console = console
+        # Quiet: no live table, heartbeat or finding lines; warnings and the summary stay.
+        self.quiet = quiet
         self.workers: dict[int, WorkerState] = {}
         self.findings: dict[str, Finding] = {}
         self.crashes: list[str] = []
@@ -313,11 +315,12 @@ class Campaign:
             len(case.actions),
             tuple(str(p) for p in paths.values()),
         )
-        self.console.print(
-            f"finding: {invariant} in {case.scenario} (worker {worker}, "
-            f"{len(case.actions)} actions) → {paths['markdown']}",
-            soft_wrap=True,
-        )
+        if not self.quiet:
+            self.console.print(
+                f"finding: {invariant} in {case.scenario} (worker {worker}, "
+                f"{len(case.actions)} actions) → {paths['markdown']}",
+                soft_wrap=True,
+            )
 
     def _died(self, worker: int, restart: bool) -> None:
         """A worker gone without saying done: a finding, then its next slice in a new process."""
@@ -367,6 +370,9 @@ class Campaign:
 
     @contextmanager
     def _display(self) -> Iterator[Callable[[], None]]:
+        if self.quiet:
+            yield lambda: None
+            return
         if self.console.is_terminal:
             with Live(self._progress_table(), console=self.console, refresh_per_second=4) as live:
                 yield lambda: live.update(self._progress_table())
