@@ -60,6 +60,9 @@ class Case:
     # How many examples the search ran to meet the finding (None when not searched):
     # a fact about the search, not the case, so it takes no part in equality.
     examples: int | None = attrs.field(default=None, eq=False)
+    # False when the run ended before the shrinker did (a fuzzing campaign's deadline):
+    # the trace is as the search met it. Also a fact about the search, not the case.
+    shrunk: bool = attrs.field(default=True, eq=False)
 
     @classmethod
     def from_failure(
@@ -69,9 +72,10 @@ class Case:
         seed: int | None = None,
         profile: str = "",
         examples: int | None = None,
+        shrunk: bool = True,
     ) -> Case:
         run = failure.run
-        return cls(run.sut, run.scenario, run.config, run.actions, seed, profile, examples)
+        return cls(run.sut, run.scenario, run.config, run.actions, seed, profile, examples, shrunk)
 
     @classmethod
     def from_json(cls, data: Any) -> Case:
@@ -97,6 +101,9 @@ class Case:
         for key, value in (("seed", seed), ("examples", examples)):
             if value is not None and not is_whole(value):
                 raise ReportError(f"{key} must be a whole number or null, not {value!r}")
+        shrunk = data.get("shrunk", True)
+        if not isinstance(shrunk, bool):
+            raise ReportError(f"shrunk must be true or false, not {shrunk!r}")
         return cls(
             sut=_text(_required(data, "sut", str), "sut"),
             scenario=_text(_required(data, "scenario", str), "scenario"),
@@ -105,6 +112,7 @@ class Case:
             seed=seed,
             profile=_text(data.get("profile", ""), "profile", empty=True),
             examples=examples,
+            shrunk=shrunk,
         )
 
 
@@ -120,6 +128,7 @@ _TOP_LEVEL: tuple[str, ...] = (
     "config",
     "actions",
     "examples",
+    "shrunk",
 )
 _TOP_LEVEL += ("during", "violation", "violations", "steps")
 _ACTION_KEYS = tuple(f.name for f in attrs.fields(Action))
@@ -274,6 +283,8 @@ def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
         "seed": case.seed,
         "profile": case.profile,
         "examples": case.examples,
+        # Only an unshrunk case says so: a shrunk report reads as it always has.
+        **({} if case.shrunk else {"shrunk": False}),
         "config": _plain(case.config),
         "actions": [a.to_json() for a in case.actions],
         "during": outcome.during,
