@@ -7,6 +7,7 @@ skips them with the command that installs it; CI never skips them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
 from peftlife.doors import fuzz
-from peftlife.reports import Case
+from peftlife.reports import Case, load_json, replay, to_json, write
 from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
 from peftlife.search.trace import Action
 from peftlife.world.engine import EngineConfig
@@ -187,6 +188,30 @@ def test_quiet_keeps_only_the_summary(tmp_path: Path) -> None:
     assert "finding: " not in result.stdout and "ownership_follows_residency" in result.stdout
 
 
+def test_a_worker_still_shrinking_at_the_end_is_ended_and_its_finding_written_unshrunk(
+    tmp_path: Path,
+) -> None:
+    duration = 6.0
+    start = time.monotonic()
+    result = _peftlife(
+        *_fuzz("--sut", "slow_shrinker:factory", "--scenario", "default", "--workers", "1",
+               "--duration", str(duration), "--seed", "1", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    took = time.monotonic() - start
+    assert result.returncode == 1, result.stdout + result.stderr
+    # Its own clock: the duration and the grace, then the summary. The process adds
+    # its start (imports, spawning the worker) on a loaded machine.
+    seconds = float(re.search(r"examples in ([\d.]+) s", result.stdout).group(1))  # type: ignore[union-attr]
+    assert seconds < duration + fuzz.STOP_GRACE_S + 1, result.stdout
+    assert took < duration + fuzz.STOP_GRACE_S + 10, result.stdout
+    assert "worker 0 was still busy" in result.stdout, result.stdout
+    [report] = (tmp_path / "reports").glob("*.json")
+    assert json.loads(report.read_text())["shrunk"] is False
+    assert "not shrunk" in report.with_suffix(".md").read_text()
+    assert re.search(r"^finding: ownership_follows_residency .*unshrunk", result.stdout, re.M)
+
+
 def test_unreachable_redis_at_start_is_exit_2_with_the_url_and_a_fix(tmp_path: Path) -> None:
     pytest.importorskip("redis", reason="the redis client: pip install 'peftlife[redis]'")
     url = f"redis://127.0.0.1:{_free_port()}/0"
@@ -271,6 +296,31 @@ def test_the_fingerprint_ignores_sizes_but_not_the_shape() -> None:
     assert fuzz.fingerprint(small, inv) == fuzz.fingerprint(big, inv)
     assert fuzz.fingerprint(small, inv) != fuzz.fingerprint(other, inv)
     assert fuzz.fingerprint(small, inv) != fuzz.fingerprint(small, "draft_mirrors_target")
+
+
+# A suspension the scheduler makes when growing a cache fails.
+TIGHT_LORA_CACHE = EngineConfig(
+    device_pages=2, host_pages=2, tokens_per_block=2, lora_device_pages=1, lora_host_pages=1,
+    adapter_pages=((3, 1),), max_num_tokens=3, max_batch_size=1, chunk_unit_size=1,
+    enable_recompute_pause=False,
+)  # fmt: skip
+SUSPENDED_BY_A_FAULT = (
+    Action("submit", lora_task_id=3, lora_weights=True, prompt_len=1, max_new_tokens=3),
+    Action("step"),
+    Action("fail_grow", pool="target"),
+    Action("step"),
+)
+
+
+def test_an_unshrunk_case_says_so_and_reads_back(tmp_path: Path) -> None:
+    case = Case(MUTANT, "tight-lora-cache", TIGHT_LORA_CACHE, SUSPENDED_BY_A_FAULT, shrunk=False)
+    paths = write(case, replay(case), tmp_path)
+    assert load_json(paths["json"]).shrunk is False
+    assert "**not shrunk (the run ended before its shrinker did):** 4 actions" in (
+        paths["markdown"].read_text()
+    )
+    shrunk = attrs.evolve(case, shrunk=True)
+    assert "shrunk" not in to_json(shrunk, replay(shrunk))  # shrunk reports read as before
 
 
 class Flaky(InMemoryExampleDatabase):

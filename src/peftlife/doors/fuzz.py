@@ -6,8 +6,10 @@ searches scenario ``scenarios[(w + k) % len(scenarios)]`` with seed
 slice of a scenario replays the shared database (every failure any machine
 saved for this SUT and scenario); later ones only generate, so a known bug
 does not keep a worker from looking past it. Hypothesis saves every failure
-to the database as it is found; the worker shrinks it and sends the case to
-the campaign, which keeps one report per invariant and shrunk trace.
+to the database as it is found. The worker sends the finding to the campaign at
+once, then shrinks it and sends the shrunk one; the campaign owns the clock, and
+writes the unshrunk finding of a worker it has to end while it is still
+shrinking. It keeps one report per invariant and shrunk trace.
 
 Several machines run the same command against one Redis (``--database
 redis://host:port/db``): there is no protocol of our own between them, only
@@ -40,13 +42,15 @@ from rich.table import Table
 from peftlife import reports
 from peftlife.search import profiles
 from peftlife.search.database import ResilientDatabase, open_database
-from peftlife.search.machine import search
+from peftlife.search.machine import LifecycleFailure, minimized, search
 
-# Examples per slice: small enough that a stop request or the end of the
-# duration is honoured within seconds, large enough that a slice's set-up is noise.
+# Examples per slice: large enough that a slice's set-up is noise. A stop is
+# honoured between two examples, whatever the slice.
 SLICE_EXAMPLES = 50
-# How long a worker may take to stop after the campaign asks it to.
-_STOP_GRACE_S = 10.0
+# How long a worker may take to stop once the campaign asks it to (its duration is
+# over, or Ctrl-C): time to finish an example or a shrink. A worker still busy
+# then is ended, so a campaign ends at most this long after its duration.
+STOP_GRACE_S = 2.0
 # A worker whose process dies is started again on its next slice, this many times by default.
 MAX_RESTARTS = 3
 _HEARTBEAT_S = 5.0
@@ -96,11 +100,11 @@ def _worker(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> N
 
 
 def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> None:
-    """Search slice after slice until the budget, the duration or the campaign says stop.
+    """Search slice after slice until the budget is spent or the campaign says stop.
 
     ``out`` is this worker's end of a pipe: a send is written before it returns,
-    so the slice a worker announced is known even if the scheduler then ends
-    the process.
+    so what a worker announced is known even if the scheduler then ends the
+    process, or the campaign ends it in the middle of a shrink.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign decides when to stop
     warn: Callable[[str], None] = lambda text: out.send(("warning", worker, text))  # noqa: E731
@@ -111,11 +115,10 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
             plan.database, local=plan.report_dir / "database", warn=warn, require=False
         )
     )
-    deadline = None if plan.duration is None else time.monotonic() + plan.duration
     budget = plan.worker_budget(worker)
     examples, k, replayed = 0, first_slice, set[str]()
     base = profiles.get(plan.profile)
-    while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+    while not stop.is_set():
         if budget is not None and examples >= budget:
             break
         scenario, seed = plan.slice_of(worker, k)
@@ -137,21 +140,38 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
             out.send(("examples", worker, done_before + n))
 
         try:
-            result = search(plan.sut, scenario, settings, seed=seed, progress=tick)
+            result = search(plan.sut, scenario, settings, seed=seed, progress=tick, shrink=False)
+            examples += result.examples
+            out.send(("examples", worker, examples))
+            if result.failure is not None:
+                # Sent before shrinking, which may outlast the campaign: the campaign
+                # then writes this one, unshrunk, rather than nothing.
+                out.send(("finding", worker, Found.of(result.failure, seed, plan.profile)))
+                shrunk = minimized(result.failure)
+                out.send(("finding", worker, Found.of(shrunk, seed, plan.profile)))
         except KeyboardInterrupt:
             break
         except Exception:  # a harness bug: report it, and go on with the next slice
             out.send(("error", worker, scenario, seed, traceback.format_exc()))
-            k += 1
-            continue
-        examples += result.examples
-        out.send(("examples", worker, examples))
-        if result.failure is not None:
-            case = reports.Case.from_failure(result.failure, seed=seed, profile=plan.profile)
-            out.send(("finding", worker, case))
         k += 1
     pending = len(db.pending) if isinstance(db, ResilientDatabase) else 0
     out.send(("done", worker, examples, pending))
+
+
+@attrs.frozen
+class Found:
+    """A finding as a worker sends it: its case and the case's replay.
+
+    The worker replays it, so the campaign never runs the scheduler's code.
+    """
+
+    case: reports.Case
+    outcome: reports.Outcome
+
+    @classmethod
+    def of(cls, failure: LifecycleFailure, seed: int, profile: str) -> Found:
+        case = reports.Case.from_failure(failure, seed=seed, profile=profile, shrunk=failure.shrunk)
+        return cls(case, reports.replay(case))
 
 
 def fingerprint(case: reports.Case, invariant: str) -> str:
@@ -184,6 +204,10 @@ class WorkerState:
     findings: int = 0
     done: bool = False
     pending: int = 0
+    # The finding this worker is shrinking: written as it is if the worker never finishes.
+    unshrunk: Found | None = None
+    # Ended by the campaign, still busy after the grace.
+    ended: bool = False
 
 
 @attrs.frozen
@@ -233,27 +257,50 @@ class Campaign:
     def examples(self) -> int:
         return sum(w.examples for w in self.workers.values()) + self._retired_examples
 
+    def _all_done(self) -> bool:
+        return all(w.done for w in self.workers.values())
+
     def run(self) -> None:
         # Ended from outside (a CI timeout, kill): stop as Ctrl-C does, writing what was found.
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         for worker in range(self.plan.workers):
             self._start(worker, 0)
+        # The campaign keeps the clock: a worker busy in a long shrink or a hung
+        # scheduler cannot stretch the duration.
+        end = None if self.plan.duration is None else self.started + self.plan.duration
         try:
             with self._display() as refresh:
-                while not all(w.done for w in self.workers.values()):
-                    self._receive(timeout=0.25)
+                while not self._all_done() and (end is None or time.monotonic() < end):
+                    left = 0.25 if end is None else end - time.monotonic()
+                    self._receive(timeout=max(0.0, min(0.25, left)))
                     refresh()
+                self._stop_workers()
         except KeyboardInterrupt:
             self.interrupted = True
-            self._stop.set()
-            end = time.monotonic() + _STOP_GRACE_S
-            while time.monotonic() < end and not all(w.done for w in self.workers.values()):
-                self._receive(timeout=0.25, restart=False)
-            for w in self.workers.values():
-                if w.process.is_alive():
-                    w.process.terminate()
+            self._stop_workers()
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+    def _stop_workers(self) -> None:
+        """Ask every worker to stop; end those still busy after ``STOP_GRACE_S``.
+
+        A worker ended in the middle of a shrink leaves its finding unshrunk: its
+        reports are written as the search found it, and say so.
+        """
+        self._stop.set()
+        grace_end = time.monotonic() + STOP_GRACE_S
+        while not self._all_done() and time.monotonic() < grace_end:
+            self._receive(timeout=max(0.0, min(0.25, grace_end - time.monotonic())), restart=False)
+        for worker, state in self.workers.items():
+            if state.done:
+                continue
+            state.process.terminate()
+            state.process.join(timeout=1)
+            if state.process.is_alive():  # a scheduler that ignores SIGTERM
+                state.process.kill()
+                state.process.join(timeout=1)
+            state.done = state.ended = True
+            self._settle(worker)
 
     def _receive(self, timeout: float, restart: bool = True) -> None:
         """Handle what the workers sent; a pipe that ends before ``done`` is a dead worker."""
@@ -275,11 +322,17 @@ class Campaign:
         kind, worker, *rest = message
         state = self.workers[worker]
         if kind == "slice":
+            self._settle(worker)  # the worker moved on without shrinking it (a harness error)
             state.slice, state.scenario, state.seed = rest
         elif kind == "examples":
             state.examples = rest[0]
         elif kind == "finding":
-            self._finding(worker, rest[0])
+            found: Found = rest[0]
+            if found.case.shrunk:
+                state.unshrunk = None
+                self._record(worker, found)
+            else:  # kept until its shrunk form comes, or never does
+                state.unshrunk = found
         elif kind == "warning":
             if rest[0] not in self.warnings:
                 self.warnings.append(rest[0])
@@ -291,11 +344,20 @@ class Campaign:
                 f"{text.strip().splitlines()[-1]}"
             )
         elif kind == "done":
+            self._settle(worker)
             state.examples, state.pending = rest
             state.done = True
 
-    def _finding(self, worker: int, case: reports.Case) -> None:
-        outcome = reports.replay(case)
+    def _settle(self, worker: int) -> None:
+        """Record the finding a worker was shrinking, as it was found: it will not shrink it now."""
+        state = self.workers[worker]
+        if state.unshrunk is not None:
+            found, state.unshrunk = state.unshrunk, None
+            self._record(worker, found)
+
+    def _record(self, worker: int, found: Found) -> None:
+        """Write a finding's reports, unless it is one the campaign already has."""
+        case, outcome = found.case, found.outcome
         invariant = outcome.violations[0].invariant if outcome.violations else "held on replay"
         key = fingerprint(case, invariant)
         self.workers[worker].findings += 1
@@ -318,7 +380,8 @@ class Campaign:
         if not self.quiet:
             self.console.print(
                 f"finding: {invariant} in {case.scenario} (worker {worker}, "
-                f"{len(case.actions)} actions) → {paths['markdown']}",
+                f"{len(case.actions)} actions{'' if case.shrunk else ', unshrunk'}) "
+                f"→ {paths['markdown']}",
                 soft_wrap=True,
             )
 
@@ -335,6 +398,7 @@ class Campaign:
             f"--scenario {state.scenario} --seed {state.seed} --profile {self.plan.profile}"
         )
         self.console.print(f"warning: {self.crashes[-1]}", soft_wrap=True)
+        self._settle(worker)
         self._retired_examples += state.examples
         state.examples = 0
         if restart and state.restarts < self.plan.max_restarts and not self._stop.is_set():
@@ -422,6 +486,13 @@ class Campaign:
             self.console.print(f"reports in {plan.report_dir}")
         else:
             self.console.print("no finding: every example held")
+        for worker, state in sorted(self.workers.items()):
+            if state.ended:
+                self.console.print(
+                    f"worker {worker} was still busy {STOP_GRACE_S:.0f} s after the campaign "
+                    "stopped, and was ended (a long shrink or a hung scheduler)",
+                    soft_wrap=True,
+                )
         for crash in self.crashes:
             self.console.print(f"crash: {crash}", soft_wrap=True)
         pending = sum(w.pending for w in self.workers.values())
