@@ -9,7 +9,8 @@ does not keep a worker from looking past it. Hypothesis saves every failure
 to the database as it is found. The worker sends the finding to the campaign at
 once, then shrinks it and sends the shrunk one; the campaign owns the clock, and
 writes the unshrunk finding of a worker it has to end while it is still
-shrinking. It keeps one report per invariant and shrunk trace.
+shrinking. Every report is kept; the summary shows one row per defect
+(``defect_key``).
 
 Several machines run the same command against one Redis (``--database
 redis://host:port/db``): there is no protocol of our own between them, only
@@ -19,8 +20,6 @@ Hypothesis's database.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import multiprocessing as mp
 import signal
 import time
@@ -174,17 +173,32 @@ class Found:
         return cls(case, reports.replay(case))
 
 
-def fingerprint(case: reports.Case, invariant: str) -> str:
-    """The identity of a finding: its invariant and the shape of its shrunk trace.
+def defect_key(outcome: reports.Outcome) -> tuple[str, tuple[str, ...]]:
+    """The defect a finding most likely shows: its invariant and the scheduler's move.
 
-    The shape is the actions' kinds, with the pool a fault aims at and the
-    request a cancel names, without the world's sizes or the requests' lengths:
-    the same defect found in two scenarios, or by two workers, shrinks to the
-    same shape with other numbers, and is one finding.
+    The move is the names of the manager methods the scheduler called in the
+    iteration that broke the invariant, each once, in name order. Left out is
+    what the generated world decides rather than the defect: which requests and
+    adapters (their ids), how many (so how often each method was called, and in
+    what order), in which pool (a draft pool repeats the target's calls), and the
+    executor's calls in that iteration (registering first chunks, freeing
+    finished requests), which follow from whatever else the world held. So one
+    defect met in several scenarios, or by several workers, is one group, while
+    two defects that break one invariant by different moves are two.
     """
-    shape = [(a.kind, a.pool if "_" in a.kind else "", a.request_id) for a in case.actions]
-    text = json.dumps([invariant, shape])
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    if not outcome.violations:  # a nondeterministic scheduler: the replay held
+        return "held on replay", ()
+    violation = outcome.violations[0]
+    step = next(
+        (
+            e.snapshot.step
+            for e in reversed(outcome.entries)
+            if e.snapshot.iteration == violation.iteration
+        ),
+        None,
+    )
+    calls = step.calls if step is not None else ()
+    return violation.invariant, tuple(sorted({c.method for c in calls if c.caller == "scheduler"}))
 
 
 # ---- the campaign ----
@@ -210,20 +224,21 @@ class WorkerState:
     ended: bool = False
 
 
-@attrs.frozen
-class Finding:
+@attrs.define
+class Group:
+    """The findings of one defect (``defect_key``): how many, who found them, the shortest."""
+
     invariant: str
-    scenario: str
-    fingerprint: str
-    # Every worker that found it; the first is the one whose case was written.
-    workers: tuple[int, ...]
-    actions: int
-    paths: tuple[str, ...]
-    duplicates: int = 0
+    move: tuple[str, ...]
+    shortest: reports.Case
+    # The shortest finding's Markdown report.
+    report: Path
+    workers: list[int]
+    count: int = 1
 
 
 class Campaign:
-    """The parent of the workers: starts them, listens, keeps one report per finding."""
+    """The parent of the workers: starts them, listens, writes every finding's reports."""
 
     def __init__(self, plan: Plan, console: Console, quiet: bool = False) -> None:
         self.plan = plan
@@ -231,7 +246,10 @@ class Campaign:
         # Quiet: no live table, heartbeat or finding lines; warnings and the summary stay.
         self.quiet = quiet
         self.workers: dict[int, WorkerState] = {}
-        self.findings: dict[str, Finding] = {}
+        self.groups: dict[tuple[str, tuple[str, ...]], Group] = {}
+        self.findings = 0
+        # Each trace's Markdown report, so a trace found again is not written again.
+        self._written: dict[str, Path] = {}
         self.crashes: list[str] = []
         self.warnings: list[str] = []
         self.interrupted = False
@@ -356,34 +374,32 @@ class Campaign:
             self._record(worker, found)
 
     def _record(self, worker: int, found: Found) -> None:
-        """Write a finding's reports, unless it is one the campaign already has."""
-        case, outcome = found.case, found.outcome
-        invariant = outcome.violations[0].invariant if outcome.violations else "held on replay"
-        key = fingerprint(case, invariant)
+        """Write a finding's reports (once per trace) and count it in its defect's group."""
+        case = found.case
+        self.findings += 1
         self.workers[worker].findings += 1
-        known = self.findings.get(key)
-        if known is not None:
-            workers = known.workers + ((worker,) if worker not in known.workers else ())
-            self.findings[key] = attrs.evolve(
-                known, workers=workers, duplicates=known.duplicates + 1
-            )
+        trace = reports.trace_hash(case)
+        if trace not in self._written:
+            self._written[trace] = reports.write(case, found.outcome, self.plan.report_dir)[
+                "markdown"
+            ]
+        report = self._written[trace]
+        key = defect_key(found.outcome)
+        group = self.groups.get(key)
+        if group is None:
+            self.groups[key] = Group(*key, shortest=case, report=report, workers=[worker])
+            if not self.quiet:
+                self.console.print(
+                    f"finding: {key[0]} in {case.scenario} (worker {worker}, "
+                    f"{_length(case)}) → {report}",
+                    soft_wrap=True,
+                )
             return
-        paths = reports.write(case, outcome, self.plan.report_dir)
-        self.findings[key] = Finding(
-            invariant,
-            case.scenario,
-            key,
-            (worker,),
-            len(case.actions),
-            tuple(str(p) for p in paths.values()),
-        )
-        if not self.quiet:
-            self.console.print(
-                f"finding: {invariant} in {case.scenario} (worker {worker}, "
-                f"{len(case.actions)} actions{'' if case.shrunk else ', unshrunk'}) "
-                f"→ {paths['markdown']}",
-                soft_wrap=True,
-            )
+        group.count += 1
+        if worker not in group.workers:
+            group.workers.append(worker)
+        if _shorter(case, group.shortest):
+            group.shortest, group.report = case, report
 
     def _died(self, worker: int, restart: bool) -> None:
         """A worker gone without saying done: a finding, then its next slice in a new process."""
@@ -428,7 +444,7 @@ class Campaign:
         elapsed = now - self.started
         table.caption = (
             f"{elapsed:.0f} s · {self.examples} examples · "
-            f"{len(self.findings)} findings · {len(self.crashes)} crashes"
+            f"{self._tally()} · {_plural(len(self.crashes), 'crash', 'crashes')}"
         )
         return table
 
@@ -451,7 +467,7 @@ class Campaign:
                 self.console.print(
                     f"fuzz: {elapsed:.0f} s, {self.examples} examples "
                     f"({self.examples / max(elapsed, 1e-9):.0f}/s), {len(self.workers)} workers, "
-                    f"{len(self.findings)} findings"
+                    f"{self._tally()}"
                 )
 
         yield heartbeat
@@ -464,26 +480,32 @@ class Campaign:
             f"{elapsed:.1f} s ({self.examples / max(elapsed, 1e-9):.0f}/s) on {plan.workers} "
             f"workers, base seed {plan.seed}" + (" (interrupted)" if self.interrupted else "")
         )
-        if self.findings:
-            table = Table(box=box.SIMPLE_HEAD, title="findings", title_justify="left")
-            for column in ("invariant", "scenario"):
-                table.add_column(column, no_wrap=True)
-            for column in ("actions", "workers", "dupes"):
-                table.add_column(column, justify="right")
-            # A report's name ends in the hash of its trace: enough to find its files.
-            table.add_column("report *_HASH.md", no_wrap=True)
-            for f in self.findings.values():
-                markdown = Path(next((p for p in f.paths if p.endswith(".md")), f.paths[0]))
+        if self.groups:
+            table = Table(
+                box=box.SIMPLE_HEAD,
+                title=f"{self._tally()} (invariant and the scheduler's calls where it broke)",
+                title_justify="left",
+            )
+            table.add_column("invariant", overflow="fold")
+            table.add_column("scheduler's calls", overflow="fold")
+            for column in ("found", "workers", "actions"):
+                table.add_column(column, justify="right", no_wrap=True)
+            # The shortest report of each defect. Its name ends in the hash of its trace:
+            # enough to find its files.
+            table.add_column("shortest *_HASH.md", no_wrap=True)
+            for g in self.groups.values():
                 table.add_row(
-                    f.invariant,
-                    f.scenario,
-                    str(f.actions),
-                    ",".join(map(str, f.workers)),
-                    str(f.duplicates),
-                    markdown.stem.rsplit("_", 1)[-1],
+                    g.invariant,
+                    ", ".join(g.move) or "none",
+                    str(g.count),
+                    ",".join(map(str, g.workers)),
+                    str(len(g.shortest.actions)),
+                    g.report.stem.rsplit("_", 1)[-1] + ("" if g.shortest.shrunk else " unshrunk"),
                 )
             self.console.print(table)
-            self.console.print(f"reports in {plan.report_dir}")
+            self.console.print(
+                f"{_plural(len(self._written), 'report')}, every finding's, in {plan.report_dir}"
+            )
         else:
             self.console.print("no finding: every example held")
         for worker, state in sorted(self.workers.items()):
@@ -502,6 +524,22 @@ class Campaign:
                 f"in {plan.report_dir / 'database'}, and the reports in {plan.report_dir}"
             )
 
+    def _tally(self) -> str:
+        return f"{_plural(self.findings, 'finding')} of {_plural(len(self.groups), 'defect')}"
+
     @property
     def found(self) -> bool:
-        return bool(self.findings or self.crashes)
+        return bool(self.groups or self.crashes)
+
+
+def _plural(n: int, noun: str, nouns: str = "") -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {nouns or noun + 's'}"
+
+
+def _length(case: reports.Case) -> str:
+    return _plural(len(case.actions), "action") + ("" if case.shrunk else ", unshrunk")
+
+
+def _shorter(case: reports.Case, than: reports.Case) -> bool:
+    """Fewer actions; at equal length, shrunk beats unshrunk."""
+    return (len(case.actions), not case.shrunk) < (len(than.actions), not than.shrunk)
