@@ -242,6 +242,9 @@ COMMANDS = ("check", "mutants", "replay", "scenarios")
         pytest.param(
             ["mutants", "--shrink-timeout", "nan"], ["--shrink-timeout", "seconds"], id="cap-nan"
         ),
+        pytest.param(["fuzz", "--seed", "x"], ["--seed", "int", "--help"], id="fuzz-seed"),
+        pytest.param(["fuzz", "-q", "--profile", "weekly"], ["--profile", "ci"], id="fuzz-profile"),
+        pytest.param(["explore", "--seed", "1"], ["--seed", "peftlife --help"], id="not-taken"),
     ],
 )
 def test_bad_argument(
@@ -250,6 +253,39 @@ def test_bad_argument(
     line = _bad_input(capsys, argv)
     for hint in hints:
         assert hint in line, (hint, line)
+
+
+# A valid value of each common option, as a command line gives it, and as argparse keeps it.
+COMMON_VALUES: dict[str, tuple[list[str], object]] = {
+    "quiet": (["-q"], True),
+    "verbose": (["-v"], True),
+    "profile": (["--profile", "ci"], "ci"),
+    "seed": (["--seed", "7"], 7),
+    "report_dir": (["--report-dir", "out"], "out"),
+    "database": (["--database", "db"], "db"),
+}
+
+
+@pytest.mark.parametrize("command", list(cli.COMMON_OPTIONS))
+def test_every_command_takes_the_common_options_that_apply_to_it(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = cli.COMMON_OPTIONS[command]
+    positional = ["report.json"] if command == "replay" else []
+    argv = [command, *positional, *(arg for name in taken for arg in COMMON_VALUES[name][0])]
+    args = cli._parser().parse_args(argv)
+    assert {name: getattr(args, name) for name in taken} == {
+        name: COMMON_VALUES[name][1] for name in taken
+    }
+    # The others are refused, and the top-level help says which command takes which.
+    for name in set(COMMON_VALUES) - set(taken):
+        flag = COMMON_VALUES[name][0][0]
+        assert flag in _bad_input(capsys, [command, *positional, *COMMON_VALUES[name][0]])
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    help_lines = capsys.readouterr().out.splitlines()
+    row = next(line.split() for line in help_lines if line.startswith(f"  {command} "))
+    assert row[1:] == [COMMON_VALUES[name][0][0] for name in taken]
 
 
 def test_missing_scenario_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ skips them with the command that installs it; CI never skips them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,13 +18,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
 from peftlife.doors import fuzz
-from peftlife.reports import Case
+from peftlife.reports import Case, load_json, replay, to_json, write
 from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
 from peftlife.search.trace import Action
 from peftlife.world.engine import EngineConfig
@@ -162,18 +164,61 @@ def test_a_finding_saved_by_fuzz_is_replayed_first_by_a_fresh_check(
     assert examples <= 2, check.stdout
 
 
-def test_duplicate_findings_from_two_workers_make_one_report(tmp_path: Path) -> None:
+def test_one_defect_is_one_row_and_every_report_is_kept(tmp_path: Path) -> None:
     result = _peftlife(
         *_fuzz("--sut", "mutant:draft_not_suspended", "--scenario", "chunked-prefill",
                "--workers", "2", "--seed", "7", "--max-examples", "60", cwd=tmp_path),
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
+    findings, defects = map(
+        int, re.findall(r"^(\d+) findings? of (\d+) defects?", result.stdout, re.M)[0]
+    )
     announced = re.findall(r"^finding: .*", result.stdout, re.M)
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  draft_")]
-    # One report per distinct finding, however many times the workers found it.
-    assert len(list((tmp_path / "reports").glob("*.json"))) == len(announced) == len(rows)
-    assert any(row[3] == "0,1" or row[3] == "1,0" for row in rows), result.stdout
+    # The last columns: found, workers, and the shortest report's actions and hash.
+    # One row, and one announcement, per defect; every distinct trace keeps its reports.
+    assert len(rows) == len(announced) == defects < findings, result.stdout
+    assert sum(int(row[-4]) for row in rows) == findings, result.stdout
+    reports = list((tmp_path / "reports").glob("*.json"))
+    assert defects <= len(reports) <= findings, result.stdout
+    assert re.search(rf"^{len(reports)} reports?, every finding's, in", result.stdout, re.M)
+    assert any(row[-3] in ("0,1", "1,0") for row in rows), result.stdout
+
+
+def test_quiet_keeps_only_the_summary(tmp_path: Path) -> None:
+    result = _peftlife(
+        *_fuzz("-q", "--sut", MUTANT, "--scenario", "default", "--workers", "1",
+               "--max-examples", "10", "--seed", "1", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.startswith(f"fuzzed {MUTANT} in default"), result.stdout
+    assert "finding: " not in result.stdout and "ownership_follows_residency" in result.stdout
+
+
+def test_a_worker_still_shrinking_at_the_end_is_ended_and_its_finding_written_unshrunk(
+    tmp_path: Path,
+) -> None:
+    duration = 6.0
+    start = time.monotonic()
+    result = _peftlife(
+        *_fuzz("--sut", "slow_shrinker:factory", "--scenario", "default", "--workers", "1",
+               "--duration", str(duration), "--seed", "1", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    took = time.monotonic() - start
+    assert result.returncode == 1, result.stdout + result.stderr
+    # Its own clock: the duration and the grace, then the summary. The process adds
+    # its start (imports, spawning the worker) on a loaded machine.
+    seconds = float(re.search(r"examples in ([\d.]+) s", result.stdout).group(1))  # type: ignore[union-attr]
+    assert seconds < duration + fuzz.STOP_GRACE_S + 1, result.stdout
+    assert took < duration + fuzz.STOP_GRACE_S + 10, result.stdout
+    assert "worker 0 was still busy" in result.stdout, result.stdout
+    [report] = (tmp_path / "reports").glob("*.json")
+    assert json.loads(report.read_text())["shrunk"] is False
+    assert "not shrunk" in report.with_suffix(".md").read_text()
+    assert re.search(r"^finding: ownership_follows_residency .*unshrunk", result.stdout, re.M)
 
 
 def test_unreachable_redis_at_start_is_exit_2_with_the_url_and_a_fix(tmp_path: Path) -> None:
@@ -249,17 +294,69 @@ def test_slices_cover_every_scenario_and_never_repeat_a_seed() -> None:
     assert [seven.worker_budget(w) for w in range(2)] == [4, 3]
 
 
-def test_the_fingerprint_ignores_sizes_but_not_the_shape() -> None:
-    submit = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=3, max_new_tokens=2)
-    longer = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=9, max_new_tokens=5)
-    step, fault = Action("step"), Action("fail_grow", pool="target")
-    small = Case(MUTANT, "default", EngineConfig(device_pages=4), (submit, step, fault, step))
-    big = Case(MUTANT, "kv-pressure", EngineConfig(device_pages=9), (longer, step, fault, step))
-    other = Case(MUTANT, "default", EngineConfig(device_pages=4), (submit, step, step))
-    inv = "ownership_follows_residency"
-    assert fuzz.fingerprint(small, inv) == fuzz.fingerprint(big, inv)
-    assert fuzz.fingerprint(small, inv) != fuzz.fingerprint(other, inv)
-    assert fuzz.fingerprint(small, inv) != fuzz.fingerprint(small, "draft_mirrors_target")
+# A suspension the scheduler makes when growing a cache fails, in two scenarios'
+# worlds. The second has more pages, a bigger token budget, another adapter id and a
+# second request, and the defect breaks the invariant there for request 2 in the
+# drain rather than for request 1 at a step.
+TIGHT_LORA_CACHE = EngineConfig(
+    device_pages=2, host_pages=2, tokens_per_block=2, lora_device_pages=1, lora_host_pages=1,
+    adapter_pages=((3, 1),), max_num_tokens=3, max_batch_size=1, chunk_unit_size=1,
+    enable_recompute_pause=False,
+)  # fmt: skip
+SUSPENDED_BY_A_FAULT = (
+    Action("submit", lora_task_id=3, lora_weights=True, prompt_len=1, max_new_tokens=3),
+    Action("step"),
+    Action("fail_grow", pool="target"),
+    Action("step"),
+)
+DEFAULT = EngineConfig(
+    device_pages=2, host_pages=4, tokens_per_block=3, lora_device_pages=1, lora_host_pages=1,
+    adapter_pages=((1, 1),), max_num_tokens=4, max_batch_size=2, chunk_unit_size=1,
+    enable_recompute_pause=False,
+)  # fmt: skip
+TWO_REQUESTS_SHARING_ONE_ADAPTER = (
+    Action("submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=4),
+    Action("submit", lora_task_id=1, prompt_len=1, max_new_tokens=4),
+)
+
+
+def _defect(sut: str, scenario: str, config: EngineConfig, actions: tuple[Action, ...]) -> Any:
+    return fuzz.defect_key(replay(Case(sut, scenario, config, actions)))
+
+
+def test_one_defect_met_in_two_scenarios_is_one_group() -> None:
+    in_tight_lora_cache = _defect(
+        MUTANT, "tight-lora-cache", TIGHT_LORA_CACHE, SUSPENDED_BY_A_FAULT
+    )
+    in_default = _defect(MUTANT, "default", DEFAULT, TWO_REQUESTS_SHARING_ONE_ADAPTER)
+    assert (
+        in_tight_lora_cache
+        == in_default
+        == (
+            "ownership_follows_residency",
+            ("suspend_request", "try_allocate_generation"),
+        )
+    )
+
+
+def test_two_defects_breaking_one_invariant_are_two_groups() -> None:
+    forgets_release = _defect(MUTANT, "tight-lora-cache", TIGHT_LORA_CACHE, SUSPENDED_BY_A_FAULT)
+    forgets_register = _defect(
+        "mutant:no_reregister_on_resume", "tight-lora-cache", TIGHT_LORA_CACHE, SUSPENDED_BY_A_FAULT
+    )
+    assert forgets_release[0] == forgets_register[0] == "ownership_follows_residency"
+    assert forgets_release != forgets_register
+
+
+def test_an_unshrunk_case_says_so_and_reads_back(tmp_path: Path) -> None:
+    case = Case(MUTANT, "tight-lora-cache", TIGHT_LORA_CACHE, SUSPENDED_BY_A_FAULT, shrunk=False)
+    paths = write(case, replay(case), tmp_path)
+    assert load_json(paths["json"]).shrunk is False
+    assert "**not shrunk (the run ended before its shrinker did):** 4 actions" in (
+        paths["markdown"].read_text()
+    )
+    shrunk = attrs.evolve(case, shrunk=True)
+    assert "shrunk" not in to_json(shrunk, replay(shrunk))  # shrunk reports read as before
 
 
 class Flaky(InMemoryExampleDatabase):

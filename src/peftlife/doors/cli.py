@@ -543,7 +543,7 @@ def cmd_fuzz(args: argparse.Namespace, console: Console) -> int:
         max_examples=args.max_examples,
         max_restarts=args.max_restarts,
     )
-    campaign = fuzz.Campaign(plan, console)
+    campaign = fuzz.Campaign(plan, console, quiet=args.quiet)
     campaign.run()
     campaign.summary()
     return EXIT_FOUND if campaign.found else EXIT_HELD
@@ -644,16 +644,92 @@ _PROFILE_HELP = (
     "settings profile: dev, ci or nightly (peftlife-dev, peftlife-ci, peftlife-nightly) or "
     "one registered with Hypothesis (default: peftlife-ci when CI is set, else peftlife-dev)"
 )
+_SUT_HELP = f"the scheduler: {sut.FORMS}"
+
+# The common options each command takes: the others would mean nothing to it (explore
+# and replay run no random search, replay writes no report, mutants names no SUT of
+# yours and searches derandomized). The top-level --help prints this table.
+COMMON_OPTIONS: dict[str, tuple[str, ...]] = {
+    "check": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
+    "fuzz": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
+    "explore": ("quiet", "verbose", "report_dir"),
+    "replay": ("quiet", "verbose"),
+    "mutants": ("quiet", "profile"),
+}
 
 
-def _profile_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--profile",
-        metavar="NAME",
-        type=_profile,
-        default=profiles.default_name(),
-        help=_PROFILE_HELP,
-    )
+def _common_specs() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
+    """Each common option's flags and argparse keywords, defined here once.
+
+    Built when the parser is, so the profile's default reads ``CI`` as it is then.
+    """
+    return {
+        "quiet": (("-q", "--quiet"), {"action": "store_true", "help": "no progress, no story"}),
+        "verbose": (
+            ("-v", "--verbose"),
+            {
+                "action": "store_true",
+                "help": "on bad input, also the traceback of what the SUT raised",
+            },
+        ),
+        "profile": (
+            ("--profile",),
+            {
+                "metavar": "NAME",
+                "type": _profile,
+                "default": profiles.default_name(),
+                "help": _PROFILE_HELP,
+            },
+        ),
+        "seed": (
+            ("--seed",),
+            {
+                "metavar": "N",
+                "type": int,
+                "default": None,
+                "help": "a fixed seed (default: the profile's randomness)",
+            },
+        ),
+        "report_dir": (
+            ("--report-dir",),
+            {"metavar": "DIR", "default": "peftlife-reports", "help": "where reports go"},
+        ),
+        "database": (
+            ("--database",),
+            {
+                "metavar": "URL",
+                "default": None,
+                "help": "Hypothesis's example database: a directory or redis://host:port/db "
+                "(default: none)",
+            },
+        ),
+    }
+
+
+def _common_options(
+    parser: argparse.ArgumentParser, command: str, **changes: dict[str, Any]
+) -> None:
+    """Add the common options ``command`` takes (``COMMON_OPTIONS``) as one group of its help.
+
+    ``changes`` words an option for this command: ``seed={"help": ...}`` replaces its
+    help, ``profile={"default": "nightly"}`` its default.
+    """
+    specs = _common_specs()
+    group = parser.add_argument_group("common options")
+    for name in COMMON_OPTIONS[command]:
+        flags, keywords = specs[name]
+        group.add_argument(*flags, **(keywords | changes.pop(name, {})))
+    assert not changes, f"{command} does not take {sorted(changes)}"
+
+
+def _common_table() -> str:
+    """The top-level help's table of which command takes which common option."""
+    specs = _common_specs()
+    rows = [
+        f"  {command:<9} " + " ".join(specs[name][0][0] for name in names)
+        for command, names in COMMON_OPTIONS.items()
+    ]
+    return "common options, taken by the commands they apply to:\n" + "\n".join(rows)
 
 
 def _ci_options(parser: argparse.ArgumentParser) -> None:
@@ -668,11 +744,10 @@ def _ci_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_VERBOSE = "on bad input, also the traceback of what the SUT raised"
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="peftlife", description=__doc__, formatter_class=_Help)
+    parser = _Parser(
+        prog="peftlife", description=__doc__, epilog=_common_table(), formatter_class=_Help
+    )
     parser.add_argument("--version", action="version", version=f"peftlife {peftlife.__version__}")
     commands = parser.add_subparsers(
         dest="command", parser_class=_Parser, required=True, metavar="COMMAND"
@@ -685,33 +760,18 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     check = command("check", "search for a counterexample in one scheduler")
-    check.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
+    check.add_argument("--sut", default="reference", help=_SUT_HELP)
     check.add_argument(
         "--scenario",
         default="default",
         help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns",
     )
-    _profile_option(check)
     check.add_argument(
         "--max-examples",
         metavar="N",
         type=_positive,
         default=None,
         help="examples to search (default: the profile's budget)",
-    )
-    check.add_argument(
-        "--database",
-        metavar="URL",
-        default=None,
-        help="Hypothesis's example database, a directory or redis://host:port/db, so a failure "
-        "found once (by any run pointing at it) is tried first; turns derandomization off, "
-        "--seed still fixes the search (default: no database)",
-    )
-    check.add_argument(
-        "--seed", type=int, default=None, help="a fixed seed (default: the profile's randomness)"
-    )
-    check.add_argument(
-        "--report-dir", metavar="DIR", default="peftlife-reports", help="where reports go"
     )
     check.add_argument(
         "--exclude-invariant",
@@ -729,30 +789,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     _shrink_timeout_option(check)
     _ci_options(check)
-    check.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
-    check.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
+    _common_options(
+        check,
+        "check",
+        database={
+            "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
+            "failure found once (by any run pointing at it) is tried first; turns "
+            "derandomization off, --seed still fixes the search (default: no database)"
+        },
+    )
     check.set_defaults(run=cmd_check)
 
     gate = command("mutants", "the reference and every mutant of the catalogue")
-    _profile_option(gate)
     gate.add_argument("--list", action="store_true", help="list the catalogue and stop")
     gate.add_argument("--json", default=None, help="also write the table as JSON to this file")
     gate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     gate.add_argument("--no-shrink", action="store_true", help="skip shrinking (no step counts)")
     _shrink_timeout_option(gate)
     _ci_options(gate)
-    gate.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    _common_options(gate, "mutants", quiet={"help": "no progress"})
     gate.set_defaults(run=cmd_mutants)
 
     replay = command("replay", "replay a saved report deterministically")
     replay.add_argument("report", help="a report's .json file")
     replay.add_argument("--sut", default=None, help="replay against this scheduler instead")
-    replay.add_argument("-q", "--quiet", action="store_true", help="only the exit code")
-    replay.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
+    _common_options(replay, "replay", quiet={"help": "only the exit code"})
     replay.set_defaults(run=cmd_replay)
 
     campaign = command("fuzz", "a long campaign over many workers sharing one example database")
-    campaign.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
+    campaign.add_argument("--sut", default="reference", help=_SUT_HELP)
     campaign.add_argument(
         "--scenario", default="all", help="'all' (default), a shipped scenario or a .toml path"
     )
@@ -767,29 +832,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     campaign.add_argument("--max-examples", type=int, default=None, help="examples in all")
     campaign.add_argument(
-        "--database", default=None, help="a directory, or redis://host:port/db shared by machines"
-    )
-    campaign.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
-    campaign.add_argument(
         "--max-restarts",
         type=int,
         default=fuzz.MAX_RESTARTS,
         help="times a worker whose process died is started again",
     )
-    campaign.add_argument(
-        "--profile",
-        metavar="NAME",
-        type=_profile,
-        default="nightly",
-        help="settings profile: how deep each example goes (default: nightly)",
-    )
-    campaign.add_argument(
-        "--seed", type=int, default=None, help="base seed (default: from the clock)"
+    _common_options(
+        campaign,
+        "fuzz",
+        quiet={"help": "no live table, heartbeat or finding lines: warnings and the summary"},
+        profile={"default": "nightly", "help": "settings profile: how deep each example goes"},
+        seed={"help": "the base seed, printed in the summary (default: from the clock)"},
+        database={"help": "a directory, or redis://host:port/db shared by machines"},
     )
     campaign.set_defaults(run=cmd_fuzz)
 
     ex = command("explore", "every action sequence up to a depth in one small world, breadth first")
-    ex.add_argument("--sut", default="reference", help=f"the scheduler: {sut.FORMS}")
+    ex.add_argument("--sut", default="reference", help=_SUT_HELP)
     ex.add_argument(
         "--scenario",
         default=None,
@@ -802,8 +861,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument(
         "--max-states", type=int, default=explore.MAX_STATES, help="stop after this many states"
     )
-    ex.add_argument("--report-dir", default="peftlife-reports", help="where reports go")
-    ex.add_argument("-q", "--quiet", action="store_true", help="no progress, no story")
+    _common_options(ex, "explore")
     ex.set_defaults(run=cmd_explore)
 
     listing = command("scenarios", "list the shipped scenario profiles")

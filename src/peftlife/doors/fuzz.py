@@ -6,8 +6,11 @@ searches scenario ``scenarios[(w + k) % len(scenarios)]`` with seed
 slice of a scenario replays the shared database (every failure any machine
 saved for this SUT and scenario); later ones only generate, so a known bug
 does not keep a worker from looking past it. Hypothesis saves every failure
-to the database as it is found; the worker shrinks it and sends the case to
-the campaign, which keeps one report per invariant and shrunk trace.
+to the database as it is found. The worker sends the finding to the campaign at
+once, then shrinks it and sends the shrunk one; the campaign owns the clock, and
+writes the unshrunk finding of a worker it has to end while it is still
+shrinking. Every report is kept; the summary shows one row per defect
+(``defect_key``).
 
 Several machines run the same command against one Redis (``--database
 redis://host:port/db``): there is no protocol of our own between them, only
@@ -17,8 +20,6 @@ Hypothesis's database.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import multiprocessing as mp
 import signal
 import time
@@ -40,13 +41,15 @@ from rich.table import Table
 from peftlife import reports
 from peftlife.search import profiles
 from peftlife.search.database import ResilientDatabase, open_database
-from peftlife.search.machine import search
+from peftlife.search.machine import LifecycleFailure, minimized, search
 
-# Examples per slice: small enough that a stop request or the end of the
-# duration is honoured within seconds, large enough that a slice's set-up is noise.
+# Examples per slice: large enough that a slice's set-up is noise. A stop is
+# honoured between two examples, whatever the slice.
 SLICE_EXAMPLES = 50
-# How long a worker may take to stop after the campaign asks it to.
-_STOP_GRACE_S = 10.0
+# How long a worker may take to stop once the campaign asks it to (its duration is
+# over, or Ctrl-C): time to finish an example or a shrink. A worker still busy
+# then is ended, so a campaign ends at most this long after its duration.
+STOP_GRACE_S = 2.0
 # A worker whose process dies is started again on its next slice, this many times by default.
 MAX_RESTARTS = 3
 _HEARTBEAT_S = 5.0
@@ -96,11 +99,11 @@ def _worker(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> N
 
 
 def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> None:
-    """Search slice after slice until the budget, the duration or the campaign says stop.
+    """Search slice after slice until the budget is spent or the campaign says stop.
 
     ``out`` is this worker's end of a pipe: a send is written before it returns,
-    so the slice a worker announced is known even if the scheduler then ends
-    the process.
+    so what a worker announced is known even if the scheduler then ends the
+    process, or the campaign ends it in the middle of a shrink.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign decides when to stop
     warn: Callable[[str], None] = lambda text: out.send(("warning", worker, text))  # noqa: E731
@@ -111,11 +114,10 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
             plan.database, local=plan.report_dir / "database", warn=warn, require=False
         )
     )
-    deadline = None if plan.duration is None else time.monotonic() + plan.duration
     budget = plan.worker_budget(worker)
     examples, k, replayed = 0, first_slice, set[str]()
     base = profiles.get(plan.profile)
-    while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+    while not stop.is_set():
         if budget is not None and examples >= budget:
             break
         scenario, seed = plan.slice_of(worker, k)
@@ -137,34 +139,66 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
             out.send(("examples", worker, done_before + n))
 
         try:
-            result = search(plan.sut, scenario, settings, seed=seed, progress=tick)
+            result = search(plan.sut, scenario, settings, seed=seed, progress=tick, shrink=False)
+            examples += result.examples
+            out.send(("examples", worker, examples))
+            if result.failure is not None:
+                # Sent before shrinking, which may outlast the campaign: the campaign
+                # then writes this one, unshrunk, rather than nothing.
+                out.send(("finding", worker, Found.of(result.failure, seed, plan.profile)))
+                shrunk = minimized(result.failure)
+                out.send(("finding", worker, Found.of(shrunk, seed, plan.profile)))
         except KeyboardInterrupt:
             break
         except Exception:  # a harness bug: report it, and go on with the next slice
             out.send(("error", worker, scenario, seed, traceback.format_exc()))
-            k += 1
-            continue
-        examples += result.examples
-        out.send(("examples", worker, examples))
-        if result.failure is not None:
-            case = reports.Case.from_failure(result.failure, seed=seed, profile=plan.profile)
-            out.send(("finding", worker, case))
         k += 1
     pending = len(db.pending) if isinstance(db, ResilientDatabase) else 0
     out.send(("done", worker, examples, pending))
 
 
-def fingerprint(case: reports.Case, invariant: str) -> str:
-    """The identity of a finding: its invariant and the shape of its shrunk trace.
+@attrs.frozen
+class Found:
+    """A finding as a worker sends it: its case and the case's replay.
 
-    The shape is the actions' kinds, with the pool a fault aims at and the
-    request a cancel names, without the world's sizes or the requests' lengths:
-    the same defect found in two scenarios, or by two workers, shrinks to the
-    same shape with other numbers, and is one finding.
+    The worker replays it, so the campaign never runs the scheduler's code.
     """
-    shape = [(a.kind, a.pool if "_" in a.kind else "", a.request_id) for a in case.actions]
-    text = json.dumps([invariant, shape])
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    case: reports.Case
+    outcome: reports.Outcome
+
+    @classmethod
+    def of(cls, failure: LifecycleFailure, seed: int, profile: str) -> Found:
+        case = reports.Case.from_failure(failure, seed=seed, profile=profile, shrunk=failure.shrunk)
+        return cls(case, reports.replay(case))
+
+
+def defect_key(outcome: reports.Outcome) -> tuple[str, tuple[str, ...]]:
+    """The defect a finding most likely shows: its invariant and the scheduler's move.
+
+    The move is the names of the manager methods the scheduler called in the
+    iteration that broke the invariant, each once, in name order. Left out is
+    what the generated world decides rather than the defect: which requests and
+    adapters (their ids), how many (so how often each method was called, and in
+    what order), in which pool (a draft pool repeats the target's calls), and the
+    executor's calls in that iteration (registering first chunks, freeing
+    finished requests), which follow from whatever else the world held. So one
+    defect met in several scenarios, or by several workers, is one group, while
+    two defects that break one invariant by different moves are two.
+    """
+    if not outcome.violations:  # a nondeterministic scheduler: the replay held
+        return "held on replay", ()
+    violation = outcome.violations[0]
+    step = next(
+        (
+            e.snapshot.step
+            for e in reversed(outcome.entries)
+            if e.snapshot.iteration == violation.iteration
+        ),
+        None,
+    )
+    calls = step.calls if step is not None else ()
+    return violation.invariant, tuple(sorted({c.method for c in calls if c.caller == "scheduler"}))
 
 
 # ---- the campaign ----
@@ -184,28 +218,38 @@ class WorkerState:
     findings: int = 0
     done: bool = False
     pending: int = 0
+    # The finding this worker is shrinking: written as it is if the worker never finishes.
+    unshrunk: Found | None = None
+    # Ended by the campaign, still busy after the grace.
+    ended: bool = False
 
 
-@attrs.frozen
-class Finding:
+@attrs.define
+class Group:
+    """The findings of one defect (``defect_key``): how many, who found them, the shortest."""
+
     invariant: str
-    scenario: str
-    fingerprint: str
-    # Every worker that found it; the first is the one whose case was written.
-    workers: tuple[int, ...]
-    actions: int
-    paths: tuple[str, ...]
-    duplicates: int = 0
+    move: tuple[str, ...]
+    shortest: reports.Case
+    # The shortest finding's Markdown report.
+    report: Path
+    workers: list[int]
+    count: int = 1
 
 
 class Campaign:
-    """The parent of the workers: starts them, listens, keeps one report per finding."""
+    """The parent of the workers: starts them, listens, writes every finding's reports."""
 
-    def __init__(self, plan: Plan, console: Console) -> None:
+    def __init__(self, plan: Plan, console: Console, quiet: bool = False) -> None:
         self.plan = plan
         self.console = console
+        # Quiet: no live table, heartbeat or finding lines; warnings and the summary stay.
+        self.quiet = quiet
         self.workers: dict[int, WorkerState] = {}
-        self.findings: dict[str, Finding] = {}
+        self.groups: dict[tuple[str, tuple[str, ...]], Group] = {}
+        self.findings = 0
+        # Each trace's Markdown report, so a trace found again is not written again.
+        self._written: dict[str, Path] = {}
         self.crashes: list[str] = []
         self.warnings: list[str] = []
         self.interrupted = False
@@ -231,27 +275,50 @@ class Campaign:
     def examples(self) -> int:
         return sum(w.examples for w in self.workers.values()) + self._retired_examples
 
+    def _all_done(self) -> bool:
+        return all(w.done for w in self.workers.values())
+
     def run(self) -> None:
         # Ended from outside (a CI timeout, kill): stop as Ctrl-C does, writing what was found.
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         for worker in range(self.plan.workers):
             self._start(worker, 0)
+        # The campaign keeps the clock: a worker busy in a long shrink or a hung
+        # scheduler cannot stretch the duration.
+        end = None if self.plan.duration is None else self.started + self.plan.duration
         try:
             with self._display() as refresh:
-                while not all(w.done for w in self.workers.values()):
-                    self._receive(timeout=0.25)
+                while not self._all_done() and (end is None or time.monotonic() < end):
+                    left = 0.25 if end is None else end - time.monotonic()
+                    self._receive(timeout=max(0.0, min(0.25, left)))
                     refresh()
+                self._stop_workers()
         except KeyboardInterrupt:
             self.interrupted = True
-            self._stop.set()
-            end = time.monotonic() + _STOP_GRACE_S
-            while time.monotonic() < end and not all(w.done for w in self.workers.values()):
-                self._receive(timeout=0.25, restart=False)
-            for w in self.workers.values():
-                if w.process.is_alive():
-                    w.process.terminate()
+            self._stop_workers()
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+    def _stop_workers(self) -> None:
+        """Ask every worker to stop; end those still busy after ``STOP_GRACE_S``.
+
+        A worker ended in the middle of a shrink leaves its finding unshrunk: its
+        reports are written as the search found it, and say so.
+        """
+        self._stop.set()
+        grace_end = time.monotonic() + STOP_GRACE_S
+        while not self._all_done() and time.monotonic() < grace_end:
+            self._receive(timeout=max(0.0, min(0.25, grace_end - time.monotonic())), restart=False)
+        for worker, state in self.workers.items():
+            if state.done:
+                continue
+            state.process.terminate()
+            state.process.join(timeout=1)
+            if state.process.is_alive():  # a scheduler that ignores SIGTERM
+                state.process.kill()
+                state.process.join(timeout=1)
+            state.done = state.ended = True
+            self._settle(worker)
 
     def _receive(self, timeout: float, restart: bool = True) -> None:
         """Handle what the workers sent; a pipe that ends before ``done`` is a dead worker."""
@@ -273,11 +340,17 @@ class Campaign:
         kind, worker, *rest = message
         state = self.workers[worker]
         if kind == "slice":
+            self._settle(worker)  # the worker moved on without shrinking it (a harness error)
             state.slice, state.scenario, state.seed = rest
         elif kind == "examples":
             state.examples = rest[0]
         elif kind == "finding":
-            self._finding(worker, rest[0])
+            found: Found = rest[0]
+            if found.case.shrunk:
+                state.unshrunk = None
+                self._record(worker, found)
+            else:  # kept until its shrunk form comes, or never does
+                state.unshrunk = found
         elif kind == "warning":
             if rest[0] not in self.warnings:
                 self.warnings.append(rest[0])
@@ -289,35 +362,44 @@ class Campaign:
                 f"{text.strip().splitlines()[-1]}"
             )
         elif kind == "done":
+            self._settle(worker)
             state.examples, state.pending = rest
             state.done = True
 
-    def _finding(self, worker: int, case: reports.Case) -> None:
-        outcome = reports.replay(case)
-        invariant = outcome.violations[0].invariant if outcome.violations else "held on replay"
-        key = fingerprint(case, invariant)
+    def _settle(self, worker: int) -> None:
+        """Record the finding a worker was shrinking, as it was found: it will not shrink it now."""
+        state = self.workers[worker]
+        if state.unshrunk is not None:
+            found, state.unshrunk = state.unshrunk, None
+            self._record(worker, found)
+
+    def _record(self, worker: int, found: Found) -> None:
+        """Write a finding's reports (once per trace) and count it in its defect's group."""
+        case = found.case
+        self.findings += 1
         self.workers[worker].findings += 1
-        known = self.findings.get(key)
-        if known is not None:
-            workers = known.workers + ((worker,) if worker not in known.workers else ())
-            self.findings[key] = attrs.evolve(
-                known, workers=workers, duplicates=known.duplicates + 1
-            )
+        trace = reports.trace_hash(case)
+        if trace not in self._written:
+            self._written[trace] = reports.write(case, found.outcome, self.plan.report_dir)[
+                "markdown"
+            ]
+        report = self._written[trace]
+        key = defect_key(found.outcome)
+        group = self.groups.get(key)
+        if group is None:
+            self.groups[key] = Group(*key, shortest=case, report=report, workers=[worker])
+            if not self.quiet:
+                self.console.print(
+                    f"finding: {key[0]} in {case.scenario} (worker {worker}, "
+                    f"{_length(case)}) → {report}",
+                    soft_wrap=True,
+                )
             return
-        paths = reports.write(case, outcome, self.plan.report_dir)
-        self.findings[key] = Finding(
-            invariant,
-            case.scenario,
-            key,
-            (worker,),
-            len(case.actions),
-            tuple(str(p) for p in paths.values()),
-        )
-        self.console.print(
-            f"finding: {invariant} in {case.scenario} (worker {worker}, "
-            f"{len(case.actions)} actions) → {paths['markdown']}",
-            soft_wrap=True,
-        )
+        group.count += 1
+        if worker not in group.workers:
+            group.workers.append(worker)
+        if _shorter(case, group.shortest):
+            group.shortest, group.report = case, report
 
     def _died(self, worker: int, restart: bool) -> None:
         """A worker gone without saying done: a finding, then its next slice in a new process."""
@@ -332,6 +414,7 @@ class Campaign:
             f"--scenario {state.scenario} --seed {state.seed} --profile {self.plan.profile}"
         )
         self.console.print(f"warning: {self.crashes[-1]}", soft_wrap=True)
+        self._settle(worker)
         self._retired_examples += state.examples
         state.examples = 0
         if restart and state.restarts < self.plan.max_restarts and not self._stop.is_set():
@@ -361,12 +444,15 @@ class Campaign:
         elapsed = now - self.started
         table.caption = (
             f"{elapsed:.0f} s · {self.examples} examples · "
-            f"{len(self.findings)} findings · {len(self.crashes)} crashes"
+            f"{self._tally()} · {_plural(len(self.crashes), 'crash', 'crashes')}"
         )
         return table
 
     @contextmanager
     def _display(self) -> Iterator[Callable[[], None]]:
+        if self.quiet:
+            yield lambda: None
+            return
         if self.console.is_terminal:
             with Live(self._progress_table(), console=self.console, refresh_per_second=4) as live:
                 yield lambda: live.update(self._progress_table())
@@ -381,7 +467,7 @@ class Campaign:
                 self.console.print(
                     f"fuzz: {elapsed:.0f} s, {self.examples} examples "
                     f"({self.examples / max(elapsed, 1e-9):.0f}/s), {len(self.workers)} workers, "
-                    f"{len(self.findings)} findings"
+                    f"{self._tally()}"
                 )
 
         yield heartbeat
@@ -394,28 +480,41 @@ class Campaign:
             f"{elapsed:.1f} s ({self.examples / max(elapsed, 1e-9):.0f}/s) on {plan.workers} "
             f"workers, base seed {plan.seed}" + (" (interrupted)" if self.interrupted else "")
         )
-        if self.findings:
-            table = Table(box=box.SIMPLE_HEAD, title="findings", title_justify="left")
-            for column in ("invariant", "scenario"):
-                table.add_column(column, no_wrap=True)
-            for column in ("actions", "workers", "dupes"):
-                table.add_column(column, justify="right")
-            # A report's name ends in the hash of its trace: enough to find its files.
-            table.add_column("report *_HASH.md", no_wrap=True)
-            for f in self.findings.values():
-                markdown = Path(next((p for p in f.paths if p.endswith(".md")), f.paths[0]))
+        if self.groups:
+            table = Table(
+                box=box.SIMPLE_HEAD,
+                title=f"{self._tally()} (invariant and the scheduler's calls where it broke)",
+                title_justify="left",
+            )
+            table.add_column("invariant", overflow="fold")
+            table.add_column("scheduler's calls", overflow="fold")
+            for column in ("found", "workers", "actions"):
+                table.add_column(column, justify="right", no_wrap=True)
+            # The shortest report of each defect. Its name ends in the hash of its trace:
+            # enough to find its files.
+            table.add_column("shortest *_HASH.md", no_wrap=True)
+            for g in self.groups.values():
                 table.add_row(
-                    f.invariant,
-                    f.scenario,
-                    str(f.actions),
-                    ",".join(map(str, f.workers)),
-                    str(f.duplicates),
-                    markdown.stem.rsplit("_", 1)[-1],
+                    g.invariant,
+                    ", ".join(g.move) or "none",
+                    str(g.count),
+                    ",".join(map(str, g.workers)),
+                    str(len(g.shortest.actions)),
+                    g.report.stem.rsplit("_", 1)[-1] + ("" if g.shortest.shrunk else " unshrunk"),
                 )
             self.console.print(table)
-            self.console.print(f"reports in {plan.report_dir}")
+            self.console.print(
+                f"{_plural(len(self._written), 'report')}, every finding's, in {plan.report_dir}"
+            )
         else:
             self.console.print("no finding: every example held")
+        for worker, state in sorted(self.workers.items()):
+            if state.ended:
+                self.console.print(
+                    f"worker {worker} was still busy {STOP_GRACE_S:.0f} s after the campaign "
+                    "stopped, and was ended (a long shrink or a hung scheduler)",
+                    soft_wrap=True,
+                )
         for crash in self.crashes:
             self.console.print(f"crash: {crash}", soft_wrap=True)
         pending = sum(w.pending for w in self.workers.values())
@@ -425,6 +524,22 @@ class Campaign:
                 f"in {plan.report_dir / 'database'}, and the reports in {plan.report_dir}"
             )
 
+    def _tally(self) -> str:
+        return f"{_plural(self.findings, 'finding')} of {_plural(len(self.groups), 'defect')}"
+
     @property
     def found(self) -> bool:
-        return bool(self.findings or self.crashes)
+        return bool(self.groups or self.crashes)
+
+
+def _plural(n: int, noun: str, nouns: str = "") -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {nouns or noun + 's'}"
+
+
+def _length(case: reports.Case) -> str:
+    return _plural(len(case.actions), "action") + ("" if case.shrunk else ", unshrunk")
+
+
+def _shorter(case: reports.Case, than: reports.Case) -> bool:
+    """Fewer actions; at equal length, shrunk beats unshrunk."""
+    return (len(case.actions), not case.shrunk) < (len(than.actions), not than.shrunk)

@@ -60,6 +60,9 @@ class Case:
     # How many examples the search ran to meet the finding (None when not searched):
     # a fact about the search, not the case, so it takes no part in equality.
     examples: int | None = attrs.field(default=None, eq=False)
+    # False when the run ended before the shrinker did (a fuzzing campaign's deadline):
+    # the trace is as the search met it. Also a fact about the search, not the case.
+    shrunk: bool = attrs.field(default=True, eq=False)
     # Why the shrink of this case stopped early (its time cap, say), else None:
     # like ``examples``, a fact about how it was found.
     shrink_note: str | None = attrs.field(default=None, eq=False)
@@ -72,10 +75,13 @@ class Case:
         seed: int | None = None,
         profile: str = "",
         examples: int | None = None,
+        shrunk: bool = True,
     ) -> Case:
         run = failure.run
         note = failure.shrink.note if failure.shrink is not None else None
-        return cls(run.sut, run.scenario, run.config, run.actions, seed, profile, examples, note)
+        return cls(
+            run.sut, run.scenario, run.config, run.actions, seed, profile, examples, shrunk, note
+        )
 
     @classmethod
     def from_json(cls, data: Any) -> Case:
@@ -101,6 +107,9 @@ class Case:
         for key, value in (("seed", seed), ("examples", examples)):
             if value is not None and not is_whole(value):
                 raise ReportError(f"{key} must be a whole number or null, not {value!r}")
+        shrunk = data.get("shrunk", True)
+        if not isinstance(shrunk, bool):
+            raise ReportError(f"shrunk must be true or false, not {shrunk!r}")
         note = data.get("shrink_note")
         if note is not None and not isinstance(note, str):
             raise ReportError(f"shrink_note must be a string or null, not {note!r:.60}")
@@ -112,6 +121,7 @@ class Case:
             seed=seed,
             profile=_text(data.get("profile", ""), "profile", empty=True),
             examples=examples,
+            shrunk=shrunk,
             shrink_note=note,
         )
 
@@ -128,6 +138,7 @@ _TOP_LEVEL: tuple[str, ...] = (
     "config",
     "actions",
     "examples",
+    "shrunk",
     "shrink_note",
 )
 _TOP_LEVEL += ("during", "violation", "violations", "steps")
@@ -283,7 +294,9 @@ def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
         "seed": case.seed,
         "profile": case.profile,
         "examples": case.examples,
-        "shrink_note": case.shrink_note,
+        # Only an unshrunk case says so: a shrunk report reads as it always has.
+        **({} if case.shrunk else {"shrunk": False}),
+        **({"shrink_note": case.shrink_note} if case.shrink_note else {}),
         "config": _plain(case.config),
         "actions": [a.to_json() for a in case.actions],
         "during": outcome.during,

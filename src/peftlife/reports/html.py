@@ -30,6 +30,7 @@ from peftlife.reports.case import Case
 from peftlife.reports.story import (
     _count,
     adapter_fields,
+    length_label,
     output_line,
     request_fields,
     world_lines,
@@ -266,7 +267,7 @@ def _header(case: Case, outcome: Outcome, files: dict[str, str]) -> str:
         ("profile", _e(case.profile or "-")),
         ("examples searched", _e("-" if case.examples is None else case.examples)),
         (
-            "shrunk to",
+            length_label(case).rstrip(":"),
             _e(
                 f"{_count(len(case.actions), 'action')}, "
                 f"{_count(len(outcome.entries), 'iteration')}"

@@ -7,6 +7,7 @@ from peftlife.reports.story import (
     Iteration,
     Row,
     _count,
+    length_label,
     story,
     world_lines,
 )
@@ -48,7 +49,7 @@ def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None =
         f"- **SUT** `{case.sut}` · **scenario** `{case.scenario}` · **seed** {seed}"
         + (f" · **profile** `{case.profile}`" if case.profile else ""),
         *(f"- {line}" for line in world_lines(case.config)),
-        f"- **shrunk to** {_count(len(case.actions), 'action')}, "
+        f"- **{length_label(case)}** {_count(len(case.actions), 'action')}, "
         f"{_count(len(outcome.entries), 'iteration')}"
         + (f" ({case.shrink_note})" if case.shrink_note else ""),
         "",

@@ -26,6 +26,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def length_label(case: Case) -> str:
+    """How a report introduces its trace's length: shrunk, or as the search met it."""
+    return "shrunk to" if case.shrunk else "not shrunk (the run ended before its shrinker did):"
+
+
 def world_lines(config: EngineConfig) -> list[str]:
     """The configuration in three short lines a scheduler engineer reads at a glance."""
     tier = f"{_count(config.host_pages, 'host page')}" if config.host_pages else "no lower tier"

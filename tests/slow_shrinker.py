@@ -1,0 +1,24 @@
+"""A SUT for the campaign deadline test: a known defect whose findings never finish shrinking.
+
+``slow_shrinker:factory`` is ``mutant:no_release_on_suspend``. A campaign's worker
+imports this module to build the scheduler, and so swaps the trace shrinker for
+one that sleeps for an hour, as a shrinker stuck on a hard finding would.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from peftlife import sut
+from peftlife.search import shrink
+
+
+def _never_done(*_args: Any, **_kwargs: Any) -> Any:
+    time.sleep(3600)
+    raise AssertionError("the campaign should have ended this worker long ago")
+
+
+assert hasattr(shrink, "minimize"), "the shrinker's entry point moved: patch the new one"
+shrink.minimize = _never_done
+factory = sut.load("mutant:no_release_on_suspend")
