@@ -7,6 +7,7 @@ skips them with the command that installs it; CI never skips them.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -23,10 +24,12 @@ from typing import Any
 import attrs
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
+from rich.console import Console
 
 from peftlife.doors import fuzz
 from peftlife.reports import Case, load_json, replay, to_json, write
 from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
+from peftlife.search.shrink import ShrinkProgress
 from peftlife.search.trace import Action
 from peftlife.world.engine import EngineConfig
 
@@ -445,3 +448,37 @@ def test_pytest_replays_first_what_a_campaign_saved(
     found = pytest_run("--peftlife-database", redis_server.url)
     assert found.returncode == 1, found.stdout
     assert "peftlife counterexample: ownership_follows_residency" in found.stdout
+
+
+class _Pipe:
+    """A worker's end of the pipe, keeping what was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, ...]] = []
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self.sent.append(message)
+
+
+def test_a_worker_tells_how_its_shrink_goes_and_the_table_and_heartbeat_show_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipe = _Pipe()
+    news = fuzz._shrink_news(0, pipe)
+    news(ShrinkProgress(replays=3, best_actions=2))
+    news(ShrinkProgress(replays=4, best_actions=2))  # too soon after the first: not sent
+    assert pipe.sent == [("shrinking", 0, "shrinking: 3 replays, best 2 actions")]
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    campaign = fuzz.Campaign(fuzz.Plan(MUTANT, ("default",), 1, "ci", 1, tmp_path), console)
+    campaign.workers[0] = fuzz.WorkerState(process=None, reader=None)
+    campaign._handle(pipe.sent[0])
+    Console(file=out, width=200).print(campaign._progress_table())
+    assert "shrinking: 3 replays, best 2 actions" in out.getvalue()
+    monkeypatch.setattr(fuzz, "_HEARTBEAT_S", 0.0)
+    with campaign._display() as beat:
+        beat()
+    assert "worker 0 shrinking: 3 replays, best 2 actions" in out.getvalue().splitlines()[-1]
+    campaign._handle(("examples", 0, 7))  # any other news: the shrink is over
+    assert campaign.workers[0].shrinking is None

@@ -542,6 +542,7 @@ def cmd_fuzz(args: argparse.Namespace, console: Console) -> int:
         duration=args.duration if args.duration or args.max_examples else 60.0,
         max_examples=args.max_examples,
         max_restarts=args.max_restarts,
+        shrink_timeout=args.shrink_timeout,
     )
     campaign = fuzz.Campaign(plan, console, quiet=args.quiet)
     campaign.run()
@@ -837,6 +838,7 @@ def _parser() -> argparse.ArgumentParser:
         default=fuzz.MAX_RESTARTS,
         help="times a worker whose process died is started again",
     )
+    _shrink_timeout_option(campaign)
     _common_options(
         campaign,
         "fuzz",

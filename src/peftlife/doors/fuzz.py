@@ -39,7 +39,7 @@ from rich.live import Live
 from rich.table import Table
 
 from peftlife import reports
-from peftlife.search import profiles
+from peftlife.search import profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
 from peftlife.search.machine import LifecycleFailure, minimized, search
 
@@ -70,6 +70,7 @@ class Plan:
     max_examples: int | None = None
     slice_examples: int = SLICE_EXAMPLES
     max_restarts: int = MAX_RESTARTS
+    shrink_timeout: float | None = shrink.DEFAULT_TIMEOUT
 
     def slice_of(self, worker: int, k: int) -> tuple[str, int]:
         """The scenario and seed of a worker's k-th slice.
@@ -146,7 +147,9 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
                 # Sent before shrinking, which may outlast the campaign: the campaign
                 # then writes this one, unshrunk, rather than nothing.
                 out.send(("finding", worker, Found.of(result.failure, seed, plan.profile)))
-                shrunk = minimized(result.failure)
+                shrunk = minimized(
+                    result.failure, timeout=plan.shrink_timeout, progress=_shrink_news(worker, out)
+                )
                 out.send(("finding", worker, Found.of(shrunk, seed, plan.profile)))
         except KeyboardInterrupt:
             break
@@ -155,6 +158,22 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
         k += 1
     pending = len(db.pending) if isinstance(db, ResilientDatabase) else 0
     out.send(("done", worker, examples, pending))
+
+
+# Seconds between two pieces of a worker's shrink news.
+_SHRINK_NEWS_S = 0.25
+
+
+def _shrink_news(worker: int, out: Any) -> Callable[[shrink.ShrinkProgress], None]:
+    """Tell the campaign how this worker's shrink goes, a few times a second at most."""
+    last = [0.0]
+
+    def news(where: shrink.ShrinkProgress) -> None:
+        if time.monotonic() - last[0] >= _SHRINK_NEWS_S:
+            last[0] = time.monotonic()
+            out.send(("shrinking", worker, where.describe()))
+
+    return news
 
 
 @attrs.frozen
@@ -220,6 +239,8 @@ class WorkerState:
     pending: int = 0
     # The finding this worker is shrinking: written as it is if the worker never finishes.
     unshrunk: Found | None = None
+    # How far that shrink got ("shrinking: N replays, best M actions"), while it runs.
+    shrinking: str | None = None
     # Ended by the campaign, still busy after the grace.
     ended: bool = False
 
@@ -339,9 +360,13 @@ class Campaign:
     def _handle(self, message: tuple[Any, ...]) -> None:
         kind, worker, *rest = message
         state = self.workers[worker]
+        if kind != "shrinking":
+            state.shrinking = None
         if kind == "slice":
             self._settle(worker)  # the worker moved on without shrinking it (a harness error)
             state.slice, state.scenario, state.seed = rest
+        elif kind == "shrinking":
+            state.shrinking = rest[0]
         elif kind == "examples":
             state.examples = rest[0]
         elif kind == "finding":
@@ -430,6 +455,7 @@ class Campaign:
             table.add_column(column, no_wrap=True)
         for column in ("examples", "ex/s", "findings"):
             table.add_column(column, justify="right")
+        table.add_column("now", no_wrap=True)
         now = time.monotonic()
         for worker, w in sorted(self.workers.items()):
             rate = w.examples / max(now - w.started, 1e-9)
@@ -440,6 +466,7 @@ class Campaign:
                 str(w.examples),
                 f"{rate:.1f}",
                 str(w.findings),
+                "done" if w.done else w.shrinking or "searching",
             )
         elapsed = now - self.started
         table.caption = (
@@ -464,10 +491,15 @@ class Campaign:
             if now - last[0] >= _HEARTBEAT_S:
                 last[0] = now
                 elapsed = now - self.started
+                shrinks = "".join(
+                    f", worker {n} {w.shrinking}"
+                    for n, w in sorted(self.workers.items())
+                    if w.shrinking and not w.done
+                )
                 self.console.print(
                     f"fuzz: {elapsed:.0f} s, {self.examples} examples "
                     f"({self.examples / max(elapsed, 1e-9):.0f}/s), {len(self.workers)} workers, "
-                    f"{self._tally()}"
+                    f"{self._tally()}{shrinks}"
                 )
 
         yield heartbeat
