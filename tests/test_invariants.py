@@ -19,7 +19,7 @@ from peftlife.checker.invariants import INVARIANTS, Violation, check, expected_o
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
-from peftlife.world.ledger import Call, Caller, Component
+from peftlife.world.ledger import Args, Call, Caller, Component, Facts
 from peftlife.world.peft import CacheEntryView
 from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import LlmRequestState
@@ -167,9 +167,9 @@ def call(
     *,
     caller: Caller = "scheduler",
     component: Component = "peft",
-    args: tuple[tuple[str, object], ...] = (),
+    args: Args | None = None,
     result: object = None,
-    **detail: object,
+    **facts: object,
 ) -> Call:
     return Call(
         iteration=ITERATION,
@@ -177,15 +177,14 @@ def call(
         component=component,
         method=method,
         request_id=request_id,
-        args=args,
+        args=Args() if args is None else args,
         result=result,
-        detail=tuple(detail.items()),
+        facts=Facts(**facts),
     )
 
 
-def peft_args(pause: bool | None = None) -> tuple[tuple[str, object], ...]:
-    base: tuple[tuple[str, object], ...] = (("task_id", TASK),)
-    return base if pause is None else (*base, ("pause", pause))
+def peft_args(pause: bool | None = None) -> Args:
+    return Args(task_id=TASK, pause=pause)
 
 
 def baseline(*, draft: bool = False) -> Snapshot:
@@ -207,7 +206,7 @@ def baseline(*, draft: bool = False) -> Snapshot:
                 "ensure_batch",
                 None,
                 caller="prepare_resources",
-                args=(("tasks", (TASK,)),),
+                args=Args(tasks=(TASK,)),
                 result="ok",
             ),
         ),
@@ -654,8 +653,8 @@ def kv_call(method: str, before: str, after: str, result: object = True, **kw: o
         1,
         component=kw.pop("component", "target"),
         result=result,  # type: ignore[arg-type]
-        before=before,
-        after=after,
+        before=Residency(before),
+        after=Residency(after),
         **kw,
     )
 
@@ -1019,7 +1018,7 @@ def test_started_request_freed_but_not_listed_as_recompute_paused() -> None:
 @pytest.mark.parametrize(
     "freed",
     [
-        scheduler_free(detail=(("had_cache", True), ("was_active", True), ("started", False))),
+        scheduler_free(facts=Facts(had_cache=True, was_active=True, started=False)),
         scheduler_free(caller="free_resources"),
         scheduler_free(component="draft"),
         scheduler_free(method="suspend_request"),

@@ -245,7 +245,7 @@ def test_every_call_of_an_iteration_is_shown(outcome: Outcome) -> None:
         assert view is not None
         shown = " ; ".join(calls for _, calls in view.calls)
         for call in step.calls:
-            if call.method == "ensure_batch" and not call.get("tasks"):
+            if call.method == "ensure_batch" and not call.args.tasks:
                 continue  # a LoRA load of an empty batch does nothing
             assert f"{call.method}(" in shown, (call, shown)
     first = report.story(CASE, outcome)[1]

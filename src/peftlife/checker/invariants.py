@@ -152,13 +152,13 @@ def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
     for call in s.step.calls if s.step else ():
         if (
             call.method == "mark_request_done"
-            and call.get("pause")
-            and call.get("was_active") is False
-            and call.get("was_paused") is False
+            and call.args.pause
+            and call.facts.was_active is False
+            and call.facts.was_paused is False
         ):
             yield Violation(
                 "no_phantom_owner",
-                f"request {call.request_id} (adapter {call.get('task_id')})",
+                f"request {call.request_id} (adapter {call.args.task_id})",
                 "a release with pause only of a request that owns the adapter",
                 f"mark_request_done(pause=True) by the {call.caller} on a request owning nothing",
                 s.iteration,
@@ -176,8 +176,8 @@ class _KvTrack:
     def follow(self, call: Call) -> None:
         pool = call.component
         if pool == "target":
-            self.resumed |= call.get("before") == "suspended" and call.get("after") == "active"
-            self.active = call.get("after") == "active"
+            self.active = call.facts.after is Residency.ACTIVE
+            self.resumed |= call.facts.before is Residency.SUSPENDED and self.active
         if call.method in ("try_allocate_generation", "resize_context"):
             self.allocated[pool] = bool(call.result)
         elif call.method in ("revert_allocate_generation", "suspend_request", "free_resources"):
@@ -188,11 +188,11 @@ def _registration_problem(
     call: Call, kv: _KvTrack, pools: int, pending: bool, again: bool
 ) -> str | None:
     """What is wrong with one registration by the scheduler, or None (invariant 4)."""
-    if call.get("already_active"):
+    if call.facts.already_active:
         return "the scheduler registered it again while it was in active"
     if again:
         return "the scheduler registered it a second time in one pass"
-    if call.get("started") is False:
+    if call.facts.started is False:
         return "the scheduler registered a request that has not started (the executor's to do)"
     if pending:
         return (
@@ -227,7 +227,7 @@ def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
             pending.add(rid)
         if call.component != "peft":
             tracks.setdefault(rid, _KvTrack()).follow(call)
-        elif call.method == "add_request_peft" and call.get("task_id") is not None:
+        elif call.method == "add_request_peft" and call.args.task_id is not None:
             problem = _registration_problem(
                 call, tracks.get(rid, _KvTrack()), len(s.pools), rid in pending, rid in registered
             )
@@ -235,7 +235,7 @@ def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
             if problem is not None:
                 yield Violation(
                     "no_duplicate_registration",
-                    f"request {rid} (adapter {call.get('task_id')})",
+                    f"request {rid} (adapter {call.args.task_id})",
                     "add_request_peft by the scheduler only for a started request it resumed "
                     "in this pass, after its allocation succeeded, once",
                     problem,
@@ -478,7 +478,7 @@ def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
         if (
             call.method == "add_request_peft"
             and call.result == "not_cached"
-            and call.get("registered_before")
+            and call.facts.registered_before
         ):
             yield Violation(
                 "no_scheduler_caused_fault",

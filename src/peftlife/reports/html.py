@@ -14,6 +14,7 @@ before it arrives and after it ends are one spanning cell each).
 
 from __future__ import annotations
 
+import enum
 import html
 import json
 import re
@@ -35,7 +36,7 @@ from peftlife.reports.story import (
     world_lines,
 )
 from peftlife.search.trace import Entry, Outcome
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Args, Call, Facts, given
 from peftlife.world.snapshot import Snapshot
 
 __all__ = ["INDEX_NAME", "render_html", "render_index", "verdict_words", "write_html"]
@@ -408,8 +409,10 @@ def _grid(case: Case, outcome: Outcome) -> str:
 
 
 def _value(value: object) -> str:
-    if isinstance(value, tuple):
-        return ", ".join(f"{k}={v}" for k, v in value) if value else ""
+    if isinstance(value, Args | Facts):
+        return ", ".join(f"{k}={_value(v)}" for k, v in given(value).items())
+    if isinstance(value, enum.Enum):
+        return value.name
     return "" if value is None else str(value)
 
 
@@ -426,7 +429,7 @@ def _call_row(number: int, call: Call) -> str:
     return (
         "<tr>"
         + "".join(f"<td>{_e(c)}</td>" for c in cells)
-        + f"<td{failed}>{_e(_value(call.result))}</td><td>{_e(_value(call.detail))}</td></tr>"
+        + f"<td{failed}>{_e(_value(call.result))}</td><td>{_e(_value(call.facts))}</td></tr>"
     )
 
 

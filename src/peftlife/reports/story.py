@@ -16,7 +16,7 @@ from peftlife.checker.invariants import owned
 from peftlife.reports.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.engine import EngineConfig
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Call, Fault
 from peftlife.world.snapshot import Snapshot
 
 # ---- the story both renderings tell ----
@@ -88,7 +88,7 @@ def scheduler_calls(s: Snapshot) -> list[str]:
     return [_peft_call(c) for c in calls if c.caller == "scheduler" and c.component == "peft"]
 
 
-_WHY = {
+_WHY: dict[Fault, str] = {
     "failed_grow": "injected grow failure",
     "refused_resume": "injected resume refusal",
     "no_device_room": "no device room",
@@ -110,25 +110,24 @@ def executor_calls(s: Snapshot) -> list[str]:
         _kv_call(c) if c.component != "peft" else _peft_call(c)
         for c in (s.step.calls if s.step else ())
         if c.caller in ("prepare_resources", "free_resources")
-        and not (c.method == "ensure_batch" and not c.get("tasks") and not c.get("evicted"))
+        and not (c.method == "ensure_batch" and not c.args.tasks and not c.facts.evicted)
     ]
 
 
 def _kv_call(c: Call) -> str:
     pool = "" if c.component == "target" else f"{c.component} "
-    why = f" → failed ({_WHY.get(str(c.get('fault')), 'no room')})" if c.result is False else ""
+    reason = _WHY[c.facts.fault] if c.facts.fault else "no room"
+    why = f" → failed ({reason})" if c.result is False else ""
     return f"{pool}{c.method}({'' if c.request_id is None else c.request_id}){why}"
 
 
 def _peft_call(c: Call) -> str:
     if c.method == "ensure_batch":
-        evicted = c.get("evicted")
-        tail = f", evicting {list(evicted)}" if isinstance(evicted, tuple) and evicted else ""
+        evicted = c.facts.evicted
+        tail = f", evicting {list(evicted)}" if evicted else ""
         failed = "" if c.result == "ok" else f" → {c.result}"
-        tasks = c.get("tasks")
-        shown = list(tasks) if isinstance(tasks, tuple) else []
-        return f"ensure_batch(adapters {shown}{tail}){failed}"
-    pause = c.get("pause")
+        return f"ensure_batch(adapters {list(c.args.tasks or ())}{tail}){failed}"
+    pause = c.args.pause
     arg = "" if pause is None else f", pause={pause}"
     result = "" if c.result in (None, "ok", True) else f" → {c.result}"
     rid = "" if c.request_id is None else str(c.request_id)
