@@ -839,7 +839,7 @@ def test_a_write_to_a_field_that_is_not_the_schedulers_is_a_finding_and_undone(
     rid = engine.submit(prompt_len=4, max_new_tokens=2, lora_task_id=1, lora_weights=True)
     snap = engine.step()  # must not raise, whatever was written
     v = next(v for v in check(snap) if v.invariant == "scheduler_writes_only_its_own")
-    assert (v.subject, v.found) == (
+    assert (str(v.subject), v.found) == (
         f"request {rid}",
         f"the scheduler changed {field} from {before} to {after}",
     )

@@ -18,6 +18,7 @@ import attrs
 
 from peftlife import sut as sut_module
 from peftlife.checker.drain import drain_premise_broken
+from peftlife.checker.invariants import Violation
 from peftlife.search.machine import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
 from peftlife.search.trace import Action, Entry, Outcome, checked_replay
@@ -265,6 +266,12 @@ def _plain(value: Any) -> Any:
         if isinstance(value, Call):  # only what the call set, under the names reports had
             del plain["facts"]
             plain |= {"args": _plain(given(value.args)), "detail": _plain(given(value.facts))}
+        if isinstance(value, Violation):  # the subject in words, as ever, and the rows it marks
+            plain |= {
+                "subject": str(value.subject),
+                "requests": list(value.subject.requests),
+                "adapters": list(value.subject.adapters),
+            }
         return plain
     if isinstance(value, enum.Enum):
         return value.name

@@ -33,6 +33,7 @@ from peftlife.reports.story import (
     adapter_fields,
     output_line,
     request_fields,
+    subject_rows,
     world_lines,
 )
 from peftlife.search.trace import Entry, Outcome
@@ -125,24 +126,11 @@ def _columns(case: Case, outcome: Outcome) -> list[_Column]:
     return columns
 
 
-def _subject_rows(v: Violation) -> list[str]:
-    """The grid rows a violation is about: ``request 3``, ``adapter 7``, ``requests [1, 2]``.
-
-    What the subject names in brackets is context, not subject: a violation of
-    "request 3 (adapter 1)" marks request 3's row only, as the terminal story does.
-    """
-    rows = []
-    subject = re.sub(r"\s*\([^)]*\)", "", v.subject)
-    for kind, numbers in re.findall(r"(request|adapter)s? \[?(\d+(?:, \d+)*)", subject):
-        rows += [f"{kind} {n}" for n in numbers.split(", ")]
-    return rows
-
-
 def _marks(outcome: Outcome) -> dict[tuple[str, int], Violation]:
     """(row, iteration) of every violating cell, with the first violation there."""
     marks: dict[tuple[str, int], Violation] = {}
     for v in outcome.violations:
-        for row in _subject_rows(v):
+        for row in subject_rows(v):
             marks.setdefault((row, v.iteration), v)
     return marks
 

@@ -7,12 +7,11 @@ ids, violation marks) serve the terminal and the Markdown alike.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import attrs
 
-from peftlife.checker.invariants import owned
+from peftlife.checker.invariants import Violation, owned
 from peftlife.reports.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.engine import EngineConfig
@@ -171,7 +170,8 @@ class Iteration:
 
     output: str
     requests: tuple[Row, ...]
-    ended: tuple[str, ...]
+    # Requests that ended in it, each with the invariant it is the subject of, if any.
+    ended: tuple[tuple[str, str | None], ...]
     adapters: tuple[Row, ...]
     calls: tuple[tuple[str, str], ...]  # (whose calls, the calls as text)
     errors: tuple[str, ...]
@@ -193,7 +193,9 @@ def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> 
             _row(f"request {rid}", old_requests.get(rid), fields, marks)
             for rid, fields in request_fields(s).items()
         ),
-        ended=tuple(f"request {rid} {outcome}" for rid, outcome in s.ended),
+        ended=tuple(
+            (f"request {rid} {outcome}", marks.get(f"request {rid}")) for rid, outcome in s.ended
+        ),
         adapters=tuple(
             _row(f"adapter {task}", old_adapters.get(task), fields, marks)
             for task, fields in adapter_fields(s).items()
@@ -279,11 +281,22 @@ def _drain_summary(hidden: int, total: int) -> str:
     return f"drain: {_count(hidden, 'iteration')} of {total} with every check holding"
 
 
+def subject_rows(v: Violation) -> tuple[str, ...]:
+    """The rows a violation marks in every rendering: its subject's requests and adapters.
+
+    What the subject says in brackets is context: "request 3 (adapter 1)" marks request 3.
+    """
+    return (
+        *(f"request {rid}" for rid in v.subject.requests),
+        *(f"adapter {task}" for task in v.subject.adapters),
+    )
+
+
 def violation_subjects(outcome: Outcome) -> dict[str, str]:
-    """Rows a violation is about (``request 3``, ``adapter 7``), with its invariant."""
+    """Rows the violations are about (``request 3``, ``adapter 7``), each with the first
+    invariant that marks it."""
     marks: dict[str, str] = {}
     for v in outcome.violations:
-        # The subject is the first thing named: "request 3 (adapter 1)" is about request 3.
-        if found := re.match(r"(request|adapter) (\d+)", v.subject):
-            marks.setdefault(f"{found[1]} {found[2]}", v.invariant)
+        for row in subject_rows(v):
+            marks.setdefault(row, v.invariant)
     return marks
