@@ -130,7 +130,7 @@ def test_completion_frees_everywhere_and_terminates_with_free_resources_caller()
     ]
     assert snap.step is not None
     (done,) = [c for c in snap.step.calls if c.method == "mark_request_done"]
-    assert done.request_id == rid and done.get("pause") is False and done.caller == "free_resources"
+    assert done.request_id == rid and done.args.pause is False and done.caller == "free_resources"
     assert held_by(snap, rid) == []
     assert owners(snap) == {1: (frozenset(), frozenset())}
     adapter = snap.adapters[0]
@@ -155,7 +155,7 @@ def _assert_cancelled(snap: Snapshot, rid: int, task: int | None) -> None:
     assert kv == [p.name for p in snap.pools]
     if task is not None:
         (done,) = [c for c in own if c.method == "mark_request_done"]
-        assert done.get("pause") is False
+        assert done.args.pause is False
         for active, paused in owners(snap).values():
             assert rid not in active | paused
     assert snap.step.output is not None
@@ -176,7 +176,7 @@ def test_cancel_queued_request_never_scheduled() -> None:
     snap = step(engine)
     _assert_cancelled(snap, queued, 1)
     frees = [c for c in snap.step.calls if c.request_id == queued and c.method == "free_resources"]
-    assert [c.get("had_cache") for c in frees] == [False]
+    assert [c.facts.had_cache for c in frees] == [False]
     assert owners(snap)[1] == (frozenset({runner}), frozenset())
     assert engine.cancel(queued) is False  # no longer live
 
@@ -202,7 +202,7 @@ def test_cancel_running_request_frees_device_and_releases_adapter() -> None:
     snap = step(engine)
     _assert_cancelled(snap, rid, 1)
     frees = [c for c in snap.step.calls if c.request_id == rid and c.method == "free_resources"]
-    assert [c.get("was_active") for c in frees] == [True, True]
+    assert [c.facts.was_active for c in frees] == [True, True]
     assert owners(snap)[1] == (frozenset(), frozenset())
     assert snap.adapters[0].device is not None and not snap.adapters[0].device.in_use
     assert all(p.device_free == p.device_capacity for p in snap.pools)
@@ -223,7 +223,7 @@ def test_cancel_suspended_request_frees_the_pages_it_kept_on_device() -> None:
     snap = step(engine)
     _assert_cancelled(snap, rid, 1)
     (done,) = [c for c in snap.step.calls if c.method == "mark_request_done"]
-    assert done.get("was_paused") is True and done.get("released_host") is True
+    assert done.facts.was_paused is True and done.facts.released_host is True
     assert snap.pools[0].device_free == 1
     assert owners(snap)[1] == (frozenset(), frozenset())
     assert snap.adapters[0].host is not None and not snap.adapters[0].host.in_use
@@ -250,9 +250,9 @@ def test_cancel_recompute_paused_request_leaves_paused_and_unpins_host() -> None
     after = step(engine)
     _assert_cancelled(after, b, 2)
     frees = [c for c in after.step.calls if c.request_id == b and c.method == "free_resources"]
-    assert [c.get("had_cache") for c in frees] == [False]
+    assert [c.facts.had_cache for c in frees] == [False]
     (done,) = [c for c in after.step.calls if c.method == "mark_request_done"]
-    assert done.get("was_paused") is True and done.get("released_host") is True
+    assert done.facts.was_paused is True and done.facts.released_host is True
     assert owners(after)[2] == (frozenset(), frozenset())
 
 
@@ -318,7 +318,7 @@ def test_prepare_resources_registers_every_context_request_every_chunk() -> None
         regs = [c for c in snap.step.calls if c.method == "add_request_peft"]
         assert all(c.caller == "prepare_resources" and c.result == "ok" for c in regs)
         chunks = [(v.request_id, v.chunk_size) for v in snap.step.output.listed]
-        registrations.append((chunks, [(c.request_id, c.get("already_active")) for c in regs]))
+        registrations.append((chunks, [(c.request_id, c.facts.already_active) for c in regs]))
     # 1: x takes two units of the ten tokens, z the two left; y gets nothing.
     # 2: x its last four, y one unit of the six left; z generates.
     # 3: y its last eight; x generates.
@@ -366,7 +366,7 @@ def test_failed_add_request_peft_fails_only_that_request(
     assert not engine.is_live(bad) and snap.request(bad) is None
     assert held_by(snap, bad) == []
     assert [
-        c.get("had_cache")
+        c.facts.had_cache
         for c in snap.step.calls
         if c.request_id == bad and c.method == "free_resources"
     ] == [True, True]
@@ -379,7 +379,7 @@ def test_failed_add_request_peft_fails_only_that_request(
     # Gone from the batch: not after prepare, not in ensure_batch, and the rest ran.
     assert [v.request_id for v in snap.step.after_prepare] == [good]
     (ensure,) = [c for c in snap.step.calls if c.method == "ensure_batch"]
-    assert ensure.get("tasks") == (1,) and ensure.result == "ok"
+    assert ensure.args.tasks == (1,) and ensure.result == "ok"
     assert snap.step.batch_ran
     view = snap.request(good)
     assert view is not None and view.num_generated == 1
@@ -779,7 +779,7 @@ def test_recompute_teardown_option(teardown: str) -> None:
         assert found == set()
     else:
         assert victim not in adapter.paused | adapter.active
-        assert [(c.request_id, c.get("pause")) for c in terminations] == [(victim, False)]
+        assert [(c.request_id, c.args.pause) for c in terminations] == [(victim, False)]
         assert "ownership_follows_residency" in found
 
 
@@ -839,7 +839,7 @@ def test_a_write_to_a_field_that_is_not_the_schedulers_is_a_finding_and_undone(
     rid = engine.submit(prompt_len=4, max_new_tokens=2, lora_task_id=1, lora_weights=True)
     snap = engine.step()  # must not raise, whatever was written
     v = next(v for v in check(snap) if v.invariant == "scheduler_writes_only_its_own")
-    assert (v.subject, v.found) == (
+    assert (str(v.subject), v.found) == (
         f"request {rid}",
         f"the scheduler changed {field} from {before} to {after}",
     )

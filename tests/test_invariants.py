@@ -15,11 +15,11 @@ import attrs
 import pytest
 
 from peftlife.checker.drain import DrainResult, _drained_empty, can_drain, drain, drain_bound
-from peftlife.checker.invariants import INVARIANTS, Violation, check, expected_ownership
+from peftlife.checker.invariants import INVARIANTS, Subject, Violation, check, expected_ownership
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
-from peftlife.world.ledger import Call, Caller, Component
+from peftlife.world.ledger import Args, Call, Caller, Component, Facts
 from peftlife.world.peft import CacheEntryView
 from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import LlmRequestState
@@ -167,9 +167,9 @@ def call(
     *,
     caller: Caller = "scheduler",
     component: Component = "peft",
-    args: tuple[tuple[str, object], ...] = (),
+    args: Args | None = None,
     result: object = None,
-    **detail: object,
+    **facts: object,
 ) -> Call:
     return Call(
         iteration=ITERATION,
@@ -177,15 +177,14 @@ def call(
         component=component,
         method=method,
         request_id=request_id,
-        args=args,
+        args=Args() if args is None else args,
         result=result,
-        detail=tuple(detail.items()),
+        facts=Facts(**facts),
     )
 
 
-def peft_args(pause: bool | None = None) -> tuple[tuple[str, object], ...]:
-    base: tuple[tuple[str, object], ...] = (("task_id", TASK),)
-    return base if pause is None else (*base, ("pause", pause))
+def peft_args(pause: bool | None = None) -> Args:
+    return Args(task_id=TASK, pause=pause)
 
 
 def baseline(*, draft: bool = False) -> Snapshot:
@@ -207,7 +206,7 @@ def baseline(*, draft: bool = False) -> Snapshot:
                 "ensure_batch",
                 None,
                 caller="prepare_resources",
-                args=(("tasks", (TASK,)),),
+                args=Args(tasks=(TASK,)),
                 result="ok",
             ),
         ),
@@ -258,7 +257,7 @@ def assert_flags(name: str, s: Snapshot, subject: str) -> list[Violation]:
     found = run(name, s)
     assert found, f"{name} found nothing"
     assert {v.invariant for v in found} == {name}
-    assert subject in {v.subject for v in found}, [str(v) for v in found]
+    assert subject in {str(v.subject) for v in found}, [str(v) for v in found]
     assert {v.iteration for v in found} == {s.iteration}
     # check() reports them too.
     assert set(found) <= set(check(s))
@@ -538,7 +537,7 @@ def test_requests_without_adapter_are_ignored() -> None:
         s, *(attrs.evolve(v, lora_task_id=TASK) if v.request_id > 2 else v for v in s.requests)
     )
     found = run("ownership_follows_residency", with_adapters)
-    assert {v.subject for v in found} == {
+    assert {str(v.subject) for v in found} == {
         "request 3 (adapter 7)",
         "request 4 (adapter 7)",
         "request 5 (adapter 7)",
@@ -654,8 +653,8 @@ def kv_call(method: str, before: str, after: str, result: object = True, **kw: o
         1,
         component=kw.pop("component", "target"),
         result=result,  # type: ignore[arg-type]
-        before=before,
-        after=after,
+        before=Residency(before),
+        after=Residency(after),
         **kw,
     )
 
@@ -1019,7 +1018,7 @@ def test_started_request_freed_but_not_listed_as_recompute_paused() -> None:
 @pytest.mark.parametrize(
     "freed",
     [
-        scheduler_free(detail=(("had_cache", True), ("was_active", True), ("started", False))),
+        scheduler_free(facts=Facts(had_cache=True, was_active=True, started=False)),
         scheduler_free(caller="free_resources"),
         scheduler_free(component="draft"),
         scheduler_free(method="suspend_request"),
@@ -1260,7 +1259,9 @@ def test_check_reports_the_steps_faults_first_then_spec_order() -> None:
 
 
 def test_violation_str() -> None:
-    v = Violation("pages_conserved", "target pool, device tier", "free + held = 8", "7 + 2", 12)
+    v = Violation(
+        "pages_conserved", Subject(lead="target pool, device tier"), "free + held = 8", "7 + 2", 12
+    )
     assert str(v) == (
         "pages_conserved: target pool, device tier at iteration 12: "
         "expected free + held = 8, found 7 + 2"
@@ -1268,7 +1269,10 @@ def test_violation_str() -> None:
 
 
 def test_violation_iteration_defaults_to_zero() -> None:
-    assert str(Violation("x", "y", "a", "b")) == "x: y at iteration 0: expected a, found b"
+    assert (
+        str(Violation("x", Subject(lead="y"), "a", "b"))
+        == "x: y at iteration 0: expected a, found b"
+    )
 
 
 def test_violations_carry_the_snapshot_iteration() -> None:
@@ -1341,7 +1345,7 @@ def test_drain_of_a_partly_run_engine() -> None:
 
 def test_drain_stops_at_the_first_violating_step() -> None:
     engine = reference_engine()
-    flag = Violation("test", "the world", "nothing", "something")
+    flag = Violation("test", Subject(lead="the world"), "nothing", "something")
     result = drain(engine, checker=lambda s: [flag])
     assert result.iterations == 1
     assert result.violations == (flag,)
@@ -1354,7 +1358,7 @@ def test_stateless_scheduler_that_never_schedules_is_a_livelock() -> None:
     result = drain(engine)
     assert result.iterations == 2  # the second world repeats the first
     (v,) = result.violations
-    assert (v.invariant, v.subject) == ("drain_completes", "requests [1]")
+    assert (v.invariant, str(v.subject)) == ("drain_completes", "requests [1]")
     assert v.found.startswith("livelock: the world repeated exactly")
     assert v.expected == "every request finished or failed"
 
@@ -1367,7 +1371,7 @@ def test_stateful_scheduler_that_never_schedules_runs_to_the_bound() -> None:
     result = drain(engine)
     assert result.iterations == bound == result.bound
     (v,) = result.violations
-    assert (v.invariant, v.subject) == ("drain_completes", "requests [1]")
+    assert (v.invariant, str(v.subject)) == ("drain_completes", "requests [1]")
     assert v.found == f"still live after the drain's bound of {bound} iterations"
 
 
@@ -1456,7 +1460,7 @@ def test_drained_world_with_something_left(changes: dict[str, object], subject: 
     found = list(_drained_empty(empty_world(**changes)))
     assert found
     assert {v.invariant for v in found} == {"drain_completes"}
-    assert subject in {v.subject for v in found}
+    assert subject in {str(v.subject) for v in found}
 
 
 def test_drained_world_not_judged_while_requests_live() -> None:

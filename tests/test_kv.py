@@ -12,7 +12,7 @@ import random
 import pytest
 
 from peftlife.world.kv import NO_CACHE, CacheView, KVCacheManager, Residency
-from peftlife.world.ledger import Call, CallLedger
+from peftlife.world.ledger import Call, CallLedger, given
 from peftlife.world.request import LlmRequestState, Request
 
 # ---- helpers ----
@@ -65,7 +65,7 @@ def test_prepare_context_creates_active_cache_with_no_pages() -> None:
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=0, device_pages=0, host_pages=0)
     assert p.num_free_device_pages == 4
     assert (last(p).method, last(p).request_id, last(p).result) == ("prepare_context", 1, True)
-    assert last(p).get("created") is True
+    assert last(p).facts.created is True
     assert_conserved(p)
 
 
@@ -77,7 +77,7 @@ def test_prepare_context_on_active_cache_is_harmless() -> None:
     assert p.prepare_context(r) is True
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=6, device_pages=2, host_pages=0)
     assert p.num_free_device_pages == 2
-    assert last(p).get("created") is None
+    assert last(p).facts.created is None
 
 
 def test_prepare_context_resumes_a_suspended_cache_from_the_host() -> None:
@@ -117,7 +117,7 @@ def test_prepare_context_resume_refused_when_device_lacks_room() -> None:
     assert p.view(1) == CacheView(Residency.SUSPENDED, capacity=8, device_pages=0, host_pages=2)
     assert (p.num_free_device_pages, p.num_free_host_pages) == (0, 2)
     assert last(p).result is False
-    assert last(p).get("fault") == "no_device_room"
+    assert last(p).facts.fault == "no_device_room"
     assert_conserved(p)
     # Once room is made, the same resume succeeds.
     p.free_resources(b)
@@ -153,7 +153,7 @@ def test_resize_context_covers_the_cursor_plus_the_chunk_and_never_shrinks() -> 
     assert p.resize_context(r, 4) is True
     assert p.view(1).capacity == 10  # not 4, not 16
     assert p.num_device_pages(1) == 3
-    assert last(p).get("num_tokens") == 4
+    assert last(p).facts.num_tokens == 4
     assert p.resize_context(r, 1) is True  # covered already: nothing shrinks
     assert p.view(1).capacity == 10
     assert_conserved(p)
@@ -251,7 +251,7 @@ def test_resize_context_false_when_pool_cannot() -> None:
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=4, device_pages=1, host_pages=0)
     assert p.num_free_device_pages == 1
     assert last(p).result is False
-    assert last(p).get("fault") == "no_device_room"
+    assert last(p).facts.fault == "no_device_room"
     # Exactly filling the device is allowed.
     assert p.resize_context(a, 8) is True
     assert p.num_free_device_pages == 0
@@ -303,7 +303,7 @@ def test_try_allocate_generation_false_when_device_is_full() -> None:
     with_capacity(p, r, 4)
     assert p.try_allocate_generation(r) is False
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=4, device_pages=1, host_pages=0)
-    assert last(p).get("fault") == "no_device_room"
+    assert last(p).facts.fault == "no_device_room"
 
 
 def test_try_allocate_generation_resumes_then_grows() -> None:
@@ -329,7 +329,7 @@ def test_try_allocate_generation_failed_grow_after_resume_leaves_cache_active() 
     assert p.residency(1) is Residency.ACTIVE
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=8, device_pages=2, host_pages=0)
     assert (p.num_free_device_pages, p.num_free_host_pages) == (0, 4)
-    assert last(p).get("fault") == "no_device_room"
+    assert last(p).facts.fault == "no_device_room"
     assert_conserved(p)
 
 
@@ -342,7 +342,7 @@ def test_try_allocate_generation_injected_failed_grow_after_resume_leaves_cache_
     p.fail_next_grows()
     assert p.try_allocate_generation(r) is False
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=6, device_pages=2, host_pages=0)
-    assert last(p).get("fault") == "failed_grow"
+    assert last(p).facts.fault == "failed_grow"
     assert p.pending_faults == (0, 0)
     assert_conserved(p)
 
@@ -357,7 +357,7 @@ def test_try_allocate_generation_resume_refused_when_device_lacks_room() -> None
     assert p.try_allocate_generation(a) is False
     assert p.view(1) == CacheView(Residency.SUSPENDED, capacity=8, device_pages=0, host_pages=2)
     assert (p.num_free_device_pages, p.num_free_host_pages) == (1, 2)
-    assert last(p).get("fault") == "no_device_room"
+    assert last(p).facts.fault == "no_device_room"
     assert_conserved(p)
 
 
@@ -422,7 +422,7 @@ def test_suspend_request_with_room_below_moves_pages_to_host() -> None:
     assert (p.num_free_device_pages, p.num_free_host_pages) == (4, 0)
     assert not p.is_request_active(1)
     assert last(p).method == "suspend_request"
-    assert last(p).get("moved_to_host") is True
+    assert last(p).facts.moved_to_host is True
     assert_conserved(p)
 
 
@@ -436,7 +436,7 @@ def test_suspend_request_without_lower_tier_keeps_device_pages() -> None:
     p.suspend_request(r)
     assert p.view(1) == CacheView(Residency.SUSPENDED, capacity=8, device_pages=2, host_pages=0)
     assert p.num_free_device_pages == 2  # suspension freed nothing
-    assert last(p).get("moved_to_host") is False
+    assert last(p).facts.moved_to_host is False
     assert_conserved(p)
 
 
@@ -451,7 +451,7 @@ def test_suspend_request_lower_tier_without_room_is_all_or_nothing() -> None:
     p.suspend_request(b)
     assert p.view(2) == CacheView(Residency.SUSPENDED, capacity=12, device_pages=3, host_pages=0)
     assert (p.num_free_device_pages, p.num_free_host_pages) == (5, 2)  # no partial move
-    assert last(p).get("moved_to_host") is False
+    assert last(p).facts.moved_to_host is False
     assert_conserved(p)
 
 
@@ -474,7 +474,7 @@ def test_suspend_request_no_op_when_already_suspended() -> None:
     before = (p.view(1), p.pool_view())
     p.suspend_request(r)
     assert (p.view(1), p.pool_view()) == before
-    assert last(p).get("moved_to_host") is False
+    assert last(p).facts.moved_to_host is False
 
 
 def test_suspend_request_in_place_then_no_op_even_after_host_frees_up() -> None:
@@ -535,8 +535,8 @@ def test_free_resources_from_every_state_frees_every_tier(
     assert p.view(9) == CacheView(Residency.ACTIVE, capacity=4, device_pages=1, host_pages=0)
     call = last(p)
     assert (call.method, call.request_id, call.result) == ("free_resources", 1, None)
-    assert call.get("had_cache") is (state != "none")
-    assert call.get("was_active") is was_active
+    assert call.facts.had_cache is (state != "none")
+    assert call.facts.was_active is was_active
     assert_conserved(p)
 
 
@@ -547,9 +547,9 @@ def test_free_resources_records_started() -> None:
     with_capacity(p, fresh, 4)
     with_capacity(p, running, 4)
     p.free_resources(fresh)
-    assert last(p).get("started") is False
+    assert last(p).facts.started is False
     p.free_resources(running)
-    assert last(p).get("started") is True
+    assert last(p).facts.started is True
     assert p.num_free_device_pages == 8
 
 
@@ -561,7 +561,7 @@ def test_free_resources_twice_is_harmless() -> None:
     p.free_resources(r)
     p.free_resources(r)
     assert p.num_free_device_pages == 4
-    assert last(p).get("had_cache") is False
+    assert last(p).facts.had_cache is False
     assert_conserved(p)
 
 
@@ -613,7 +613,7 @@ def test_refuse_next_resumes_fails_prepare_context_once() -> None:
     assert p.pending_faults == (1, 0)
     assert p.prepare_context(r) is False
     assert p.view(1) == CacheView(Residency.SUSPENDED, capacity=8, device_pages=0, host_pages=2)
-    assert last(p).get("fault") == "refused_resume"
+    assert last(p).facts.fault == "refused_resume"
     assert p.pending_faults == (0, 0)
     assert p.prepare_context(r) is True  # one-shot
     assert p.is_request_active(1)
@@ -628,7 +628,7 @@ def test_refuse_next_resumes_fails_try_allocate_generation_once() -> None:
     p.refuse_next_resumes()
     assert p.try_allocate_generation(r) is False
     assert p.view(1) == CacheView(Residency.SUSPENDED, capacity=8, device_pages=0, host_pages=2)
-    assert last(p).get("fault") == "refused_resume"
+    assert last(p).facts.fault == "refused_resume"
     assert p.try_allocate_generation(r) is True  # one-shot
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=9, device_pages=3, host_pages=0)
     assert_conserved(p)
@@ -698,7 +698,7 @@ def test_fail_next_grows_fails_resize_context_needing_no_new_page() -> None:
     p.fail_next_grows()
     assert p.resize_context(r, 6) is False  # 6 tokens fit in the same 2 pages
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=5, device_pages=2, host_pages=0)
-    assert last(p).get("fault") == "failed_grow"
+    assert last(p).facts.fault == "failed_grow"
     assert p.resize_context(r, 6) is True  # one-shot
     assert p.view(1).capacity == 6
 
@@ -722,7 +722,7 @@ def test_fail_next_grows_fails_generation_grow_needing_no_new_page() -> None:
     p.fail_next_grows()
     assert p.try_allocate_generation(r) is False
     assert p.view(1) == CacheView(Residency.ACTIVE, capacity=5, device_pages=2, host_pages=0)
-    assert last(p).get("fault") == "failed_grow"
+    assert last(p).facts.fault == "failed_grow"
     assert p.try_allocate_generation(r) is True  # one-shot
     assert p.view(1).capacity == 6
 
@@ -835,18 +835,31 @@ def test_every_call_is_recorded_in_the_ledger_in_order() -> None:
         ("target", "prepare_context", 7, True),
         ("target", "free_resources", 7, None),
     ]
-    facts = [dict(c.detail) for c in p.ledger.calls]
-    assert facts[1] == {"num_tokens": 8, "capacity": 8, "before": "active", "after": "active"}
-    assert facts[2] == {"fault": "no_device_room", "before": "active", "after": "active"}
-    assert facts[4] == {"moved_to_host": True, "before": "active", "after": "suspended"}
+    facts = [given(c.facts) for c in p.ledger.calls]
+    assert facts[1] == {
+        "num_tokens": 8,
+        "capacity": 8,
+        "before": Residency.ACTIVE,
+        "after": Residency.ACTIVE,
+    }
+    assert facts[2] == {
+        "fault": "no_device_room",
+        "before": Residency.ACTIVE,
+        "after": Residency.ACTIVE,
+    }
+    assert facts[4] == {
+        "moved_to_host": True,
+        "before": Residency.ACTIVE,
+        "after": Residency.SUSPENDED,
+    }
     # A clean resume carries no fault; its residency says it resumed.
-    assert facts[5] == {"before": "suspended", "after": "active"}
+    assert facts[5] == {"before": Residency.SUSPENDED, "after": Residency.ACTIVE}
     assert facts[6] == {
         "had_cache": True,
         "was_active": True,
         "started": False,
-        "before": "active",
-        "after": "none",
+        "before": Residency.ACTIVE,
+        "after": Residency.NONE,
     }
 
 
@@ -860,7 +873,7 @@ def test_ledger_records_injected_faults() -> None:
     p.prepare_context(r)
     p.fail_next_grows()
     p.resize_context(r, 9)
-    facts = [(c.method, c.result, c.get("fault")) for c in p.ledger.calls[-3:]]
+    facts = [(c.method, c.result, c.facts.fault) for c in p.ledger.calls[-3:]]
     assert facts == [
         ("try_allocate_generation", False, "refused_resume"),
         ("prepare_context", True, None),

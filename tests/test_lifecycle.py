@@ -105,10 +105,10 @@ def test_row1_context_chunk_scheduled_prepares_resizes_and_executor_registers() 
         ("scheduler", "draft", "resize_context", True),
         ("prepare_resources", "peft", "add_request_peft", "ok"),
     ]
-    assert [c.get("capacity") for c in first.step.calls if c.method == "resize_context"] == [4, 4]
-    assert first.step.calls[0].get("created") is True
+    assert [c.facts.capacity for c in first.step.calls if c.method == "resize_context"] == [4, 4]
+    assert first.step.calls[0].facts.created is True
     (reg,) = peft_calls(first, rid)
-    assert reg.get("already_active") is False and reg.get("was_paused") is False
+    assert reg.facts.already_active is False and reg.facts.was_paused is False
     view = first.request(rid)
     assert view is not None and view.position == 4 and view.started
     assert view.target.capacity == 4 and view.target.device_pages == 1
@@ -124,10 +124,10 @@ def test_row1_context_chunk_scheduled_prepares_resizes_and_executor_registers() 
         ("scheduler", "draft", "resize_context"),
         ("prepare_resources", "peft", "add_request_peft"),
     ]
-    assert second.step.calls[0].get("created") is None
-    assert [c.get("capacity") for c in second.step.calls if c.method == "resize_context"] == [8, 8]
+    assert second.step.calls[0].facts.created is None
+    assert [c.facts.capacity for c in second.step.calls if c.method == "resize_context"] == [8, 8]
     (again,) = peft_calls(second, rid)
-    assert again.caller == "prepare_resources" and again.get("already_active") is True
+    assert again.caller == "prepare_resources" and again.facts.already_active is True
     view = second.request(rid)
     assert view is not None and view.state is LlmRequestState.GENERATION_IN_PROGRESS
     assert view.target.device_pages == 2 and view.draft is not None and view.draft.device_pages == 2
@@ -162,9 +162,9 @@ def test_row2_self_eviction_suspends_and_releases_with_pause(host_pages: int) ->
         ("scheduler", "peft", "mark_request_done", None),
     ]
     (release,) = peft_calls(snap, rid)
-    assert release.get("pause") is True and release.get("was_active") is True
+    assert release.args.pause is True and release.facts.was_active is True
     suspend = next(c for c in snap.step.calls if c.method == "suspend_request")
-    assert suspend.get("moved_to_host") is bool(host_pages)
+    assert suspend.facts.moved_to_host is bool(host_pages)
     view = snap.request(rid)
     assert view is not None and view.target.residency is SUSPENDED
     assert (view.target.device_pages, view.target.host_pages) == ((0, 1) if host_pages else (1, 0))
@@ -216,7 +216,7 @@ def test_row2_victim_eviction_suspends_both_pools_and_releases_with_pause() -> N
     retried = len(methods) - 1 - methods[::-1].index((a, "try_allocate_generation"))
     assert failed < suspended < retried
     (release,) = peft_calls(snap, b)
-    assert release.get("pause") is True and release.get("was_active") is True
+    assert release.args.pause is True and release.facts.was_active is True
     assert residency(snap, b) == (SUSPENDED, SUSPENDED)
     vb = snap.request(b)
     assert vb is not None and (vb.target.device_pages, vb.target.host_pages) == (0, 1)
@@ -249,9 +249,9 @@ def test_row2_later_context_chunk_suspended_in_phase2_releases_with_pause() -> N
         ("scheduler", "target", "suspend_request", None),
         ("scheduler", "peft", "mark_request_done", None),
     ]
-    assert snap.step.faults[0].get("fault") == "failed_grow"
+    assert snap.step.faults[0].facts.fault == "failed_grow"
     (release,) = peft_calls(snap, rid)
-    assert release.get("pause") is True
+    assert release.args.pause is True
     assert residency(snap, rid) == (SUSPENDED, None)
     assert adapter(snap, 1).paused == frozenset({rid}) and adapter(snap, 1).active == frozenset()
 
@@ -272,10 +272,10 @@ def _assert_first_chunk_suspended_then_freed(snap: Snapshot, rid: int) -> None:
         ("scheduler", "target", "free_resources", None),
         ("scheduler", "draft", "free_resources", None),
     ]
-    resizes = [c.get("num_tokens") for c in snap.step.calls if c.method == "resize_context"]
+    resizes = [c.facts.num_tokens for c in snap.step.calls if c.method == "resize_context"]
     assert resizes == [8, 8]
     (revert,) = [c for c in snap.step.calls if c.method == "revert_allocate_context"]
-    assert revert.get("capacity") == 0
+    assert revert.facts.capacity == 0
     assert peft_calls(snap, rid) == []  # it owns nothing, so it releases nothing
     assert lists(snap) == {"context": (), "generation": (), "paused": (), "recompute_paused": ()}
     assert residency(snap, rid) == (NONE, NONE)
@@ -308,7 +308,7 @@ def test_row3_unstarted_first_chunk_draft_grow_fault_then_admitted_next_step() -
     again = step(engine)
     assert lists(again)["context"] == (rid,)
     (reg,) = peft_calls(again, rid)
-    assert reg.caller == "prepare_resources" and reg.get("registered_before") is False
+    assert reg.caller == "prepare_resources" and reg.facts.registered_before is False
     assert residency(again, rid) == (ACTIVE, ACTIVE)
     assert adapter(again, 1).active == frozenset({rid})
 
@@ -349,7 +349,7 @@ def test_row4_suspended_generation_request_resumes_and_registers_once_after_succ
         ("scheduler", "peft", "add_request_peft", "ok"),
     ]
     (reg,) = peft_calls(snap, b)
-    assert reg.get("was_paused") is True and reg.get("already_active") is False
+    assert reg.facts.was_paused is True and reg.facts.already_active is False
     view = snap.request(b)
     assert view is not None and residency(snap, b) == (ACTIVE, ACTIVE)
     assert (view.target.device_pages, view.target.host_pages, view.target.capacity) == (2, 0, 5)
@@ -383,8 +383,8 @@ def test_row5_resume_then_failed_grow_is_suspended_again_without_registration() 
         ("scheduler", "draft", "suspend_request", None),
     ]
     alloc, suspend = (c for c in snap.step.calls if c.request_id == b and c.component == "target")
-    assert alloc.get("fault") == "failed_grow"  # it resumed, then the grow failed
-    assert suspend.get("moved_to_host") is True  # so the cache was ACTIVE again
+    assert alloc.facts.fault == "failed_grow"  # it resumed, then the grow failed
+    assert suspend.facts.moved_to_host is True  # so the cache was ACTIVE again
     _assert_resumed_then_resuspended_unregistered(snap, b, 2)
     assert residency(snap, b) == (SUSPENDED, SUSPENDED)
 
@@ -402,7 +402,7 @@ def test_row5_resume_then_no_room_to_grow_resuspended_by_self_eviction() -> None
     rid = engine.submit(prompt_len=4, max_new_tokens=3, lora_task_id=1, lora_weights=True)
     step(engine)
     evicted = step(engine)
-    assert [c.get("pause") for c in peft_calls(evicted, rid)] == [True]
+    assert [c.args.pause for c in peft_calls(evicted, rid)] == [True]
 
     snap = step(engine)
     assert trace(snap, rid) == [
@@ -410,8 +410,8 @@ def test_row5_resume_then_no_room_to_grow_resuspended_by_self_eviction() -> None
         ("scheduler", "target", "suspend_request", None),
     ]
     alloc, suspend = (c for c in snap.step.calls if c.request_id == rid)
-    assert alloc.get("fault") == "no_device_room"
-    assert suspend.get("moved_to_host") is True
+    assert alloc.facts.fault == "no_device_room"
+    assert suspend.facts.moved_to_host is True
     _assert_resumed_then_resuspended_unregistered(snap, rid, 1)
 
 
@@ -429,7 +429,7 @@ def test_row5_draft_refuses_resume_target_reverted_and_resuspended() -> None:
         ("scheduler", "target", "suspend_request", None),
         ("scheduler", "draft", "suspend_request", None),
     ]
-    assert snap.step.faults[0].get("fault") == "refused_resume"
+    assert snap.step.faults[0].facts.fault == "refused_resume"
     _assert_resumed_then_resuspended_unregistered(snap, b, 2)
     assert residency(snap, b) == (SUSPENDED, SUSPENDED)
     view = snap.request(b)
@@ -443,7 +443,7 @@ def test_row5_refused_resume_registers_nothing_and_stays_suspended() -> None:
     engine.kv_cache_manager.refuse_next_resumes()
     snap = step(engine)
     assert trace(snap, b) == [("scheduler", "target", "try_allocate_generation", False)]
-    assert snap.step.faults[0].get("fault") == "refused_resume"
+    assert snap.step.faults[0].facts.fault == "refused_resume"
     assert lists(snap) == {"context": (), "generation": (), "paused": (), "recompute_paused": ()}
     assert peft_calls(snap, b) == []
     assert residency(snap, b) == (SUSPENDED, SUSPENDED)
@@ -498,10 +498,10 @@ def test_row6_preemption_of_active_started_request_frees_kv_and_releases_with_pa
         ("scheduler", "peft", "mark_request_done", None),
     ]
     free = next(c for c in snap.step.calls if c.request_id == b and c.method == "free_resources")
-    assert free.get("was_active") is True and free.get("started") is True
+    assert free.facts.was_active is True and free.facts.started is True
     (release,) = peft_calls(snap, b)
-    assert release.get("pause") is True and release.get("was_active") is True
-    assert release.get("released_device") is True and release.get("released_host") is False
+    assert release.args.pause is True and release.facts.was_active is True
+    assert release.facts.released_device is True and release.facts.released_host is False
     # A's resize failed, B was preempted, A's resize was retried and succeeded.
     a_resizes = [
         c.result for c in snap.step.calls if c.request_id == a and c.method == "resize_context"
@@ -542,8 +542,8 @@ def test_row7_recompute_pause_of_request_suspended_this_pass_releases_only_once(
         ("scheduler", "target", "free_resources", None),
     ]
     free = next(c for c in snap.step.calls if c.request_id == b and c.method == "free_resources")
-    assert free.get("was_active") is False
-    assert [c.get("pause") for c in peft_calls(snap, b)] == [True]
+    assert free.facts.was_active is False
+    assert [c.args.pause for c in peft_calls(snap, b)] == [True]
     assert [c.result for c in snap.step.calls if c.request_id == a] == [False, False, True]
     assert adapter(snap, 2).paused == frozenset({b}) and adapter(snap, 2).active == frozenset()
     view = snap.request(b)
@@ -561,7 +561,7 @@ def test_row7_recompute_pause_of_request_suspended_in_an_earlier_step_calls_no_p
     engine.kv_cache_manager.fail_next_grows()
     evicted = step(engine)  # A's grow fails once; B is the victim; A then takes the free page
     assert lists(evicted)["paused"] == (b,)
-    assert [c.get("pause") for c in peft_calls(evicted, b)] == [True]
+    assert [c.args.pause for c in peft_calls(evicted, b)] == [True]
     resuspended = step(engine)  # B resumes but cannot grow: suspended again (row 5)
     assert lists(resuspended)["paused"] == (b,) and peft_calls(resuspended, b) == []
 
@@ -575,7 +575,7 @@ def test_row7_recompute_pause_of_request_suspended_in_an_earlier_step_calls_no_p
     assert trace(snap, b) == [("scheduler", "target", "free_resources", None)]
     assert peft_calls(snap, b) == []
     free = next(c for c in snap.step.calls if c.request_id == b)
-    assert free.get("was_active") is False and free.get("had_cache") is True
+    assert free.facts.was_active is False and free.facts.had_cache is True
     assert adapter(snap, 2).paused == frozenset({b}) and adapter(snap, 2).active == frozenset()
     ad = adapter(snap, 2)
     assert ad.host is not None and ad.host.in_use
@@ -617,7 +617,7 @@ def test_row7_phase2_preemption_of_request_suspended_earlier_this_pass() -> None
         ("scheduler", "peft", "mark_request_done", None),
         ("scheduler", "target", "free_resources", None),
     ]
-    assert [call.get("pause") for call in peft_calls(snap, c)] == [True]
+    assert [call.args.pause for call in peft_calls(snap, c)] == [True]
     x_resizes = [
         call.result
         for call in snap.step.calls
@@ -645,9 +645,9 @@ def test_row8_recompute_paused_request_first_chunk_again_executor_registers_it()
         ("prepare_resources", "peft", "add_request_peft", "ok"),
     ]
     prepare, resize = (c for c in snap.step.calls if c.request_id == b and c.component == "target")
-    assert prepare.get("created") is True and resize.get("capacity") == 8
+    assert prepare.facts.created is True and resize.facts.capacity == 8
     (reg,) = peft_calls(snap, b)
-    assert reg.get("was_paused") is True and reg.get("registered_before") is True
+    assert reg.facts.was_paused is True and reg.facts.registered_before is True
     ad = adapter(snap, 2)
     assert ad.active == frozenset({b}) and ad.paused == frozenset()
     assert ad.device is not None and ad.device.in_use
@@ -679,7 +679,7 @@ def test_row9_completion_frees_every_pool_and_terminates() -> None:
         ("free_resources", "peft", "mark_request_done", None),
     ]
     (done,) = peft_calls(snap, rid)
-    assert done.get("pause") is False and done.get("was_active") is True
+    assert done.args.pause is False and done.facts.was_active is True
     assert snap.request(rid) is None
     assert all(not p.holders and p.device_free == p.device_capacity for p in snap.pools)
     ad = adapter(snap, 1)
@@ -702,10 +702,10 @@ def test_row9_cancellation_of_paused_request_frees_host_pages_and_terminates() -
         ("free_resources", "peft", "mark_request_done", None),
     ]
     frees = [c for c in snap.step.calls if c.method == "free_resources"]
-    assert all(c.get("had_cache") is True and c.get("was_active") is False for c in frees)
+    assert all(c.facts.had_cache is True and c.facts.was_active is False for c in frees)
     (done,) = peft_calls(snap, b)
-    assert done.get("pause") is False and done.get("was_paused") is True
-    assert done.get("released_host") is True
+    assert done.args.pause is False and done.facts.was_paused is True
+    assert done.facts.released_host is True
     assert snap.step.output is not None and snap.step.output.listed == ()
     for pool in snap.pools:
         assert pool.holders == ()

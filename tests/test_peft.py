@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from peftlife.world.ledger import Call, CallLedger
+from peftlife.world.ledger import Call, CallLedger, given
 from peftlife.world.peft import (
     CacheEntryView,
     LoraCache,
@@ -41,7 +41,7 @@ def peft_calls(peft: PeftCacheManager, method: str) -> list[Call]:
 
 
 def detail(call: Call) -> dict[str, object]:
-    return dict(call.detail)
+    return given(call.facts)
 
 
 # ---------------------------------------------------------------------------
@@ -456,7 +456,7 @@ def test_ensure_batch_dedupes_adapters() -> None:
         peft.add_request_peft(r)
     peft.ensure_batch(reqs[:2], reqs[2:])
     assert peft.device_cache.num_free_pages == 2
-    assert peft_calls(peft, "ensure_batch")[-1].get("tasks") == (X,)
+    assert peft_calls(peft, "ensure_batch")[-1].args.tasks == (X,)
 
 
 def test_ensure_batch_ignores_requests_without_adapter() -> None:
@@ -687,7 +687,7 @@ def test_ledger_records_first_add_request_peft_with_caller_and_facts() -> None:
         "add_request_peft",
         1,
     )
-    assert call.get("task_id") == X
+    assert call.args.task_id == X
     assert detail(call) == {
         "already_active": False,
         "was_paused": False,
@@ -736,8 +736,8 @@ def test_ledger_add_request_peft_of_phantom_is_not_registered_before() -> None:
     peft.mark_request_done(r, pause=True)
     peft.add_request_peft(r)
     call = peft_calls(peft, "add_request_peft")[-1]
-    assert call.get("was_paused") is True
-    assert call.get("registered_before") is False
+    assert call.facts.was_paused is True
+    assert call.facts.registered_before is False
 
 
 def test_ledger_records_not_cached_failure() -> None:
@@ -749,7 +749,7 @@ def test_ledger_records_not_cached_failure() -> None:
     assert call.method == "add_request_peft"
     assert call.request_id == 1
     assert call.result == "not_cached"
-    assert call.get("registered_before") is False
+    assert call.facts.registered_before is False
 
 
 def test_ledger_mark_request_done_pause_facts() -> None:
@@ -763,8 +763,8 @@ def test_ledger_mark_request_done_pause_facts() -> None:
     call = peft_calls(peft, "mark_request_done")[-1]
     assert call.caller == "scheduler"
     assert call.request_id == 1
-    assert call.get("pause") is True
-    assert call.get("task_id") == X
+    assert call.args.pause is True
+    assert call.args.task_id == X
     assert detail(call) == {
         "was_active": True,
         "was_paused": False,
@@ -784,7 +784,7 @@ def test_ledger_mark_request_done_terminate_of_paused_releases_host() -> None:
     peft.mark_request_done(r)
     call = peft_calls(peft, "mark_request_done")[-1]
     assert call.caller == "free_resources"
-    assert call.get("pause") is False
+    assert call.args.pause is False
     assert detail(call) == {
         "was_active": False,
         "was_paused": True,
@@ -798,7 +798,7 @@ def test_ledger_mark_request_done_phantom_release_facts() -> None:
     peft = make_peft()
     peft.mark_request_done(make_req(5, X), pause=True)
     (call,) = peft.ledger.calls
-    assert call.get("pause") is True
+    assert call.args.pause is True
     assert detail(call) == {
         "was_active": False,
         "was_paused": False,
@@ -817,8 +817,8 @@ def test_ledger_ensure_batch_recorded_with_tasks_and_failure() -> None:
     with pytest.raises(LoraCacheFullException):
         peft.ensure_batch([r1], [r2])
     ok, failed = peft_calls(peft, "ensure_batch")
-    assert (ok.request_id, ok.get("tasks"), ok.result) == (None, (X,), "ok")
-    assert (failed.request_id, failed.get("tasks"), failed.result) == (
+    assert (ok.request_id, ok.args.tasks, ok.result) == (None, (X,), "ok")
+    assert (failed.request_id, failed.args.tasks, failed.result) == (
         None,
         (X, Y),
         "LoraCacheFullException",

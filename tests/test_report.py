@@ -97,7 +97,7 @@ def test_fixed_case_fails_where_the_defect_is(outcome: Outcome) -> None:
     (violation,) = outcome.violations
     assert violation.invariant == "ownership_follows_residency"
     assert violation.iteration == 2
-    assert violation.subject == "request 1 (adapter 1)"
+    assert str(violation.subject) == "request 1 (adapter 1)"
     # Two steps, two iterations: the replay stopped at the violation, no drain.
     assert [e.action_index for e in outcome.entries] == [1, 3]
     assert [e.snapshot.iteration for e in outcome.entries] == [1, 2]
@@ -107,7 +107,7 @@ def test_drain_case_fails_only_in_the_drain(drain_outcome: Outcome) -> None:
     assert drain_outcome.during == "drain"
     (violation,) = drain_outcome.violations
     assert violation.invariant == "drain_completes"
-    assert violation.subject == "requests [1]"
+    assert str(violation.subject) == "requests [1]"
     stepped = [e for e in drain_outcome.entries if e.action_index is not None]
     drained = [e for e in drain_outcome.entries if e.action_index is None]
     assert len(stepped) == 1
@@ -245,7 +245,7 @@ def test_every_call_of_an_iteration_is_shown(outcome: Outcome) -> None:
         assert view is not None
         shown = " ; ".join(calls for _, calls in view.calls)
         for call in step.calls:
-            if call.method == "ensure_batch" and not call.get("tasks"):
+            if call.method == "ensure_batch" and not call.args.tasks:
                 continue  # a LoRA load of an empty batch does nothing
             assert f"{call.method}(" in shown, (call, shown)
     first = report.story(CASE, outcome)[1]
@@ -357,6 +357,9 @@ def test_json_holds_everything_a_replay_needs(outcome: Outcome) -> None:
         "expected": "paused (started, KV suspended)",
         "found": "active",
         "iteration": 2,
+        # The rows it marks: the subject's request, not its adapter (context in brackets).
+        "requests": [1],
+        "adapters": [],
     }
     assert data["violations"] == [data["violation"]]
 

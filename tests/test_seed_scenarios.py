@@ -35,6 +35,7 @@ from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.kv import KVCacheManager, Residency
+from peftlife.world.ledger import Args, Facts, given
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 
@@ -131,7 +132,7 @@ class Called:
     """At some scenario step (or at ``step``) a manager call matching all fields was made.
 
     ``who`` is a request label, or None for a call on no request (``ensure_batch``);
-    ``facts`` are ``(key, value)`` pairs read with ``Call.get`` (args, then detail).
+    ``args`` and ``facts`` match on the fields they set.
     """
 
     method: str
@@ -139,7 +140,8 @@ class Called:
     component: str = "target"
     caller: str = "scheduler"
     result: object = _ANY
-    facts: tuple[tuple[str, object], ...] = ()
+    args: Args = attrs.field(factory=Args)
+    facts: Facts = attrs.field(factory=Facts)
     step: int | None = None
 
     def seen(self, obs: Observation) -> bool:
@@ -152,10 +154,15 @@ class Called:
                     and call.component == self.component
                     and call.caller == self.caller
                     and (self.result is _ANY or call.result == self.result)
-                    and all(call.get(k, _ANY) == v for k, v in self.facts)
+                    and _matches(call.args, self.args)
+                    and _matches(call.facts, self.facts)
                 ):
                     return True
         return False
+
+
+def _matches(found: Args | Facts, wanted: Args | Facts) -> bool:
+    return all(getattr(found, name) == value for name, value in given(wanted).items())
 
 
 @attrs.frozen
@@ -288,10 +295,6 @@ def run_scenario(scenario: Scenario, factory: SchedulerFactory) -> Observation:
 X, Y = 1, 2
 
 
-def _fault(kind: str) -> tuple[tuple[str, object], ...]:
-    return (("fault", kind),)
-
-
 # A generates alone; a failed grow (and no one after it to evict) self-evicts it.
 # Shared by the suspend-side scenarios, each with its own LoRA caches.
 _SELF_EVICT = (
@@ -327,10 +330,10 @@ _R2_PREEMPTED = (
     *_PREEMPT,  # 3: R1 finishes; R2 is recompute-paused, in paused[X]
 )
 _PREEMPTED = (
-    Called("resize_context", "R1", result=False, facts=_fault("failed_grow"), step=1),
-    Called("resize_context", "R1", result=False, facts=_fault("no_device_room"), step=3),
-    Called("free_resources", "R2", facts=(("was_active", True), ("started", True)), step=3),
-    Called("mark_request_done", "R2", component="peft", facts=(("pause", True),), step=3),
+    Called("resize_context", "R1", result=False, facts=Facts(fault="failed_grow"), step=1),
+    Called("resize_context", "R1", result=False, facts=Facts(fault="no_device_room"), step=3),
+    Called("free_resources", "R2", facts=Facts(was_active=True, started=True), step=3),
+    Called("mark_request_done", "R2", component="peft", args=Args(pause=True), step=3),
 )
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -354,16 +357,16 @@ SCENARIOS: tuple[Scenario, ...] = (
             STEP,  # 3: A's resume refused; B admitted, Y evicts the done X on device
         ),
         reached=(
-            Called("suspend_request", "A", facts=(("moved_to_host", True),), step=2),
-            Called("mark_request_done", "A", component="peft", facts=(("pause", True),), step=2),
-            Called("try_allocate_generation", "A", facts=_fault("refused_resume"), step=3),
+            Called("suspend_request", "A", facts=Facts(moved_to_host=True), step=2),
+            Called("mark_request_done", "A", component="peft", args=Args(pause=True), step=2),
+            Called("try_allocate_generation", "A", facts=Facts(fault="refused_resume"), step=3),
             Called(
                 "ensure_batch",
                 None,
                 component="peft",
                 caller="prepare_resources",
                 result="ok",
-                facts=(("tasks", (Y,)),),
+                args=Args(tasks=(Y,)),
                 step=3,
             ),
         ),
@@ -390,14 +393,14 @@ SCENARIOS: tuple[Scenario, ...] = (
             STEP,  # 3: A resumes and re-registers; C finishes, X stays in use for A
         ),
         reached=(
-            Called("try_allocate_generation", "C", facts=_fault("failed_grow"), step=2),
-            Called("suspend_request", "A", facts=(("moved_to_host", True),), step=2),
+            Called("try_allocate_generation", "C", facts=Facts(fault="failed_grow"), step=2),
+            Called("suspend_request", "A", facts=Facts(moved_to_host=True), step=2),
             Called(
                 "add_request_peft",
                 "A",
                 component="peft",
                 result="ok",
-                facts=(("was_paused", True),),
+                facts=Facts(was_paused=True),
                 step=3,
             ),
             Called(
@@ -405,7 +408,8 @@ SCENARIOS: tuple[Scenario, ...] = (
                 "C",
                 component="peft",
                 caller="free_resources",
-                facts=(("pause", False), ("released_device", False)),
+                args=Args(pause=False),
+                facts=Facts(released_device=False),
                 step=3,
             ),
         ),
@@ -449,7 +453,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 component="peft",
                 caller="prepare_resources",
                 result="ok",
-                facts=(("registered_before", True), ("was_paused", True)),
+                facts=Facts(registered_before=True, was_paused=True),
                 step=6,
             ),
         ),
@@ -476,7 +480,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             Called("resize_context", "R1", result=True, step=1),
             Called("resize_context", "R1", component="draft", result=False, step=1),
             Called("suspend_request", "R1", step=1),
-            Called("free_resources", "R1", facts=(("started", False),), step=1),
+            Called("free_resources", "R1", facts=Facts(started=False), step=1),
             Idle("R1", step=1),
         ),
         mutant_shows=(
@@ -501,7 +505,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         reached=(
             Called("suspend_request", "A", step=2),
-            Called("try_allocate_generation", "A", facts=_fault("refused_resume"), step=3),
+            Called("try_allocate_generation", "A", facts=Facts(fault="refused_resume"), step=3),
             Idle("A", step=3),
         ),
         mutant_shows=("ownership_follows_residency", "device_pin_follows_ownership"),
@@ -527,7 +531,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         reached=(
             Called("suspend_request", "A", step=2),
-            Called("mark_request_done", "A", component="peft", facts=(("pause", True),), step=2),
+            Called("mark_request_done", "A", component="peft", args=Args(pause=True), step=2),
             Errored("add_request_peft_failed", "B", "LoraCacheFullException", step=3),
         ),
         mutant_shows=("ownership_follows_residency",),
@@ -574,7 +578,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             STEP,  # 2: G takes 1 token; O's chunk is 0: skipped; B's Y exceeds the budget
         ),
         reached=(
-            Called("resize_context", "G", result=False, facts=_fault("failed_grow"), step=1),
+            Called("resize_context", "G", result=False, facts=Facts(fault="failed_grow"), step=1),
             Idle("O", owning=True, step=2),
             Idle("B", step=2),
         ),
@@ -605,8 +609,8 @@ SCENARIOS: tuple[Scenario, ...] = (
             STEP,  # 1: A runs whole (3 tokens), B a chunk of 1; the mutant runs both whole
         ),
         reached=(
-            Called("resize_context", "A", facts=(("capacity", 3),), step=1),
-            Called("resize_context", "B", facts=(("capacity", 1),), step=1),
+            Called("resize_context", "A", facts=Facts(capacity=3), step=1),
+            Called("resize_context", "B", facts=Facts(capacity=1), step=1),
         ),
         mutant_shows=("output_lists_well_formed",),
     ),

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
-from peftlife.checker.invariants import Violation
+from peftlife.checker.invariants import Subject, Violation
 from peftlife.reports import Case, render_markdown, terminal_text, to_json
 from peftlife.search import profiles, scenarios, shrink
 from peftlife.search.machine import LifecycleFailure, minimized, search
@@ -59,7 +59,7 @@ def test_the_order_ranks_simpler_cases_first() -> None:
 def _always_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every replay fails on one invariant: every candidate a pass proposes is kept if allowed."""
     outcome = Outcome(
-        (), (Violation("ownership_follows_residency", "request 1", "a", "b"),), "step"
+        (), (Violation("ownership_follows_residency", Subject((1,)), "a", "b"),), "step"
     )
     monkeypatch.setattr(shrink, "checked_replay", lambda *args, **kwargs: outcome)
 

@@ -48,9 +48,7 @@ def soak(config: EngineConfig, seed: int, iterations: int = ITERATIONS) -> dict[
         for call in snapshot.step.calls if snapshot.step else ():
             if call.caller == "scheduler" and call.component == "target":
                 counts["suspends"] += call.method == "suspend_request"
-                counts["recomputes"] += call.method == "free_resources" and bool(
-                    call.get("started")
-                )
+                counts["recomputes"] += call.method == "free_resources" and bool(call.facts.started)
     result = drain(engine)
     assert result.violations == (), [str(v) for v in result.violations]
     assert not engine.live_requests

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from peftlife.checker.invariants import Violation, check, kept
+from peftlife.checker.invariants import Subject, Violation, check, kept
 from peftlife.world.engine import Engine, EngineConfig
 from peftlife.world.snapshot import Snapshot
 
@@ -156,7 +156,7 @@ def _undrained(engine: Engine, why: str) -> Violation:
     live = sorted(r.request_id for r in engine.live_requests)
     return Violation(
         "drain_completes",
-        f"requests {live}",
+        Subject(tuple(live), as_list=True),
         "every request finished or failed",
         why,
         engine.iteration,
@@ -171,7 +171,7 @@ def _drained_empty(s: Snapshot) -> Iterator[Violation]:
         if a.active or a.paused:
             yield Violation(
                 "drain_completes",
-                f"adapter {a.task_id}",
+                Subject(adapters=(a.task_id,)),
                 "no owner once every request has ended",
                 f"active {sorted(a.active)}, paused {sorted(a.paused)}",
                 s.iteration,
@@ -180,7 +180,7 @@ def _drained_empty(s: Snapshot) -> Iterator[Violation]:
             if entry is not None and entry.in_use:
                 yield Violation(
                     "drain_completes",
-                    f"adapter {a.task_id}",
+                    Subject(adapters=(a.task_id,)),
                     f"{where} entry done once every request has ended",
                     "still in use",
                     s.iteration,
@@ -189,7 +189,7 @@ def _drained_empty(s: Snapshot) -> Iterator[Violation]:
         if pool.holders or pool.device_free != pool.device_capacity:
             yield Violation(
                 "drain_completes",
-                f"{pool.name} pool",
+                Subject(lead=f"{pool.name} pool"),
                 "no page held once every request has ended",
                 f"{pool.device_capacity - pool.device_free} device pages held",
                 s.iteration,

@@ -20,15 +20,48 @@ from peftlife.world.snapshot import AdapterView, OutputRecord, RequestView, Snap
 
 
 @attrs.frozen
+class Subject:
+    """What a violation is about: the requests and adapters it marks in every rendering,
+    and the words around them. The text is made from these fields, never parsed back.
+
+    >>> str(Subject(requests=(3,), lead="scheduled", context="adapter 2"))
+    'scheduled request 3 (adapter 2)'
+    >>> str(Subject(adapters=(7,))), str(Subject(requests=(1,), as_list=True))
+    ('adapter 7', 'requests [1]')
+    >>> str(Subject(lead="target pool, device tier"))
+    'target pool, device tier'
+    """
+
+    requests: tuple[int, ...] = ()
+    adapters: tuple[int, ...] = ()
+    # Words, which mark no row. ``lead`` comes before the ids ("scheduled"), or is the
+    # whole subject when it names no request or adapter ("the batch"); ``context`` is
+    # said in brackets after them ("adapter 2" after a request: its adapter, not a subject).
+    lead: str = ""
+    context: str = ""
+    # The ids as a list even when there is one ("requests [1]": the drain's live requests).
+    as_list: bool = False
+
+    def __str__(self) -> str:
+        named = [
+            f"{noun} {ids[0]}" if len(ids) == 1 and not self.as_list else f"{noun}s {list(ids)}"
+            for noun, ids in (("request", self.requests), ("adapter", self.adapters))
+            if ids
+        ]
+        text = " ".join(w for w in (self.lead, *named) if w)
+        return f"{text} ({self.context})" if self.context else text
+
+
+@attrs.frozen
 class Violation:
     """One broken rule.
 
-    >>> str(Violation("exclusive_ownership", "adapter 2", "one set", "both", 7))
+    >>> str(Violation("exclusive_ownership", Subject(adapters=(2,)), "one set", "both", 7))
     'exclusive_ownership: adapter 2 at iteration 7: expected one set, found both'
     """
 
     invariant: str
-    subject: str
+    subject: Subject
     expected: str
     found: str
     iteration: int = 0
@@ -49,9 +82,15 @@ def invariant(fn: Check) -> Check:
     return fn
 
 
-def _subject(view: RequestView) -> str:
-    adapter = "no adapter" if view.lora_task_id is None else f"adapter {view.lora_task_id}"
-    return f"request {view.request_id} ({adapter})"
+def _request(rid: int | None, lora: int | None, lead: str = "") -> Subject:
+    """A request, with its adapter said in brackets: context, so it marks no adapter row."""
+    adapter = "no adapter" if lora is None else f"adapter {lora}"
+    return Subject(_ids(rid), lead=lead, context=adapter)
+
+
+def _ids(rid: int | None) -> tuple[int, ...]:
+    """A call's request as a subject's ids (a call on no request has none)."""
+    return () if rid is None else (rid,)
 
 
 def owned(view: RequestView, adapters: dict[int, AdapterView]) -> str:
@@ -106,7 +145,7 @@ def ownership_follows_residency(s: Snapshot) -> Iterator[Violation]:
             )
             yield Violation(
                 "ownership_follows_residency",
-                _subject(view),
+                _request(view.request_id, view.lora_task_id),
                 f"{expected} ({why})",
                 found,
                 s.iteration,
@@ -120,7 +159,7 @@ def exclusive_ownership(s: Snapshot) -> Iterator[Violation]:
         for rid in sorted(a.active & a.paused):
             yield Violation(
                 "exclusive_ownership",
-                f"adapter {a.task_id}",
+                Subject(adapters=(a.task_id,)),
                 f"request {rid} in at most one of active and paused",
                 "in both",
                 s.iteration,
@@ -144,7 +183,7 @@ def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
                     continue
                 yield Violation(
                     "no_phantom_owner",
-                    f"adapter {a.task_id}",
+                    Subject(adapters=(a.task_id,)),
                     f"{set_name} to hold only live, registered requests",
                     f"request {rid}, {found}",
                     s.iteration,
@@ -152,13 +191,13 @@ def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
     for call in s.step.calls if s.step else ():
         if (
             call.method == "mark_request_done"
-            and call.get("pause")
-            and call.get("was_active") is False
-            and call.get("was_paused") is False
+            and call.args.pause
+            and call.facts.was_active is False
+            and call.facts.was_paused is False
         ):
             yield Violation(
                 "no_phantom_owner",
-                f"request {call.request_id} (adapter {call.get('task_id')})",
+                _request(call.request_id, call.args.task_id),
                 "a release with pause only of a request that owns the adapter",
                 f"mark_request_done(pause=True) by the {call.caller} on a request owning nothing",
                 s.iteration,
@@ -176,8 +215,8 @@ class _KvTrack:
     def follow(self, call: Call) -> None:
         pool = call.component
         if pool == "target":
-            self.resumed |= call.get("before") == "suspended" and call.get("after") == "active"
-            self.active = call.get("after") == "active"
+            self.active = call.facts.after is Residency.ACTIVE
+            self.resumed |= call.facts.before is Residency.SUSPENDED and self.active
         if call.method in ("try_allocate_generation", "resize_context"):
             self.allocated[pool] = bool(call.result)
         elif call.method in ("revert_allocate_generation", "suspend_request", "free_resources"):
@@ -188,11 +227,11 @@ def _registration_problem(
     call: Call, kv: _KvTrack, pools: int, pending: bool, again: bool
 ) -> str | None:
     """What is wrong with one registration by the scheduler, or None (invariant 4)."""
-    if call.get("already_active"):
+    if call.facts.already_active:
         return "the scheduler registered it again while it was in active"
     if again:
         return "the scheduler registered it a second time in one pass"
-    if call.get("started") is False:
+    if call.facts.started is False:
         return "the scheduler registered a request that has not started (the executor's to do)"
     if pending:
         return (
@@ -227,7 +266,7 @@ def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
             pending.add(rid)
         if call.component != "peft":
             tracks.setdefault(rid, _KvTrack()).follow(call)
-        elif call.method == "add_request_peft" and call.get("task_id") is not None:
+        elif call.method == "add_request_peft" and call.args.task_id is not None:
             problem = _registration_problem(
                 call, tracks.get(rid, _KvTrack()), len(s.pools), rid in pending, rid in registered
             )
@@ -235,7 +274,7 @@ def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
             if problem is not None:
                 yield Violation(
                     "no_duplicate_registration",
-                    f"request {rid} (adapter {call.get('task_id')})",
+                    _request(rid, call.args.task_id),
                     "add_request_peft by the scheduler only for a started request it resumed "
                     "in this pass, after its allocation succeeded, once",
                     problem,
@@ -252,7 +291,7 @@ def device_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
             device = "absent" if a.device is None else ("in use" if in_use else "done")
             yield Violation(
                 "device_pin_follows_ownership",
-                f"adapter {a.task_id}",
+                Subject(adapters=(a.task_id,)),
                 "in use on the device" if a.active else "not in use on the device (no owner)",
                 f"device entry {device} with active owners {sorted(a.active)}",
                 s.iteration,
@@ -266,7 +305,7 @@ def host_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
         if (a.active or a.paused) and not (a.host is not None and a.host.in_use):
             yield Violation(
                 "host_pin_follows_ownership",
-                f"adapter {a.task_id}",
+                Subject(adapters=(a.task_id,)),
                 "in use on the host while it has owners",
                 f"host entry {'absent' if a.host is None else 'done'} with active "
                 f"{sorted(a.active)}, paused {sorted(a.paused)}",
@@ -279,11 +318,11 @@ def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
     """7. Right after prepare_resources every scheduled request owns its adapter
     actively and has KV ACTIVE, with room for this iteration's tokens, in every pool."""
     for view in s.step.after_prepare if s.step else ():
-        subject = f"scheduled request {view.request_id}"
+        subject = Subject((view.request_id,), lead="scheduled")
         if view.lora_task_id is not None and s.lora_caches and not view.owned_active:
             yield Violation(
                 "scheduled_owned_and_resident",
-                f"{subject} (adapter {view.lora_task_id})",
+                _request(view.request_id, view.lora_task_id, lead="scheduled"),
                 "in active after prepare_resources",
                 "not in active",
                 s.iteration,
@@ -319,7 +358,7 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
     seen: dict[int, str] = {}
 
     def bad(rid: int, expected: str, found: str) -> Violation:
-        return Violation("output_lists_well_formed", f"request {rid}", expected, found, s.iteration)
+        return Violation("output_lists_well_formed", Subject((rid,)), expected, found, s.iteration)
 
     for v in out.listed:
         rid, where = v.request_id, v.output_list
@@ -387,7 +426,7 @@ def _budgets_kept(out: OutputRecord, iteration: int) -> Iterator[Violation]:
         if limit is not None and used > limit:
             yield Violation(
                 "output_lists_well_formed",
-                "the batch",
+                Subject(lead="the batch"),
                 f"at most {budget} = {limit} {unit}",
                 f"{used} {unit}",
                 iteration,
@@ -401,7 +440,7 @@ def scheduler_writes_only_its_own(s: Snapshot) -> Iterator[Violation]:
     for w in s.step.writes if s.step else ():
         yield Violation(
             "scheduler_writes_only_its_own",
-            f"request {w.request_id}",
+            Subject((w.request_id,)),
             f"{w.field} left as it was ({w.before}): only context_chunk_size is the scheduler's",
             f"the scheduler changed {w.field} from {w.before} to {w.after}",
             s.iteration,
@@ -415,7 +454,7 @@ def draft_mirrors_target(s: Snapshot) -> Iterator[Violation]:
         if view.draft is not None and view.draft.residency != view.target.residency:
             yield Violation(
                 "draft_mirrors_target",
-                _subject(view),
+                _request(view.request_id, view.lora_task_id),
                 f"draft KV {view.target.residency.value}, as the target",
                 f"draft KV {view.draft.residency.value}",
                 s.iteration,
@@ -434,7 +473,7 @@ def pages_conserved(s: Snapshot) -> Iterator[Violation]:
             if free + held != capacity or free < 0:
                 yield Violation(
                     "pages_conserved",
-                    f"{pool.name} pool, {tier} tier",
+                    Subject(lead=f"{pool.name} pool, {tier} tier"),
                     f"free + held = {capacity}",
                     f"{free} free + {held} held",
                     s.iteration,
@@ -443,7 +482,7 @@ def pages_conserved(s: Snapshot) -> Iterator[Violation]:
             if rid not in live:
                 yield Violation(
                     "pages_conserved",
-                    f"{pool.name} pool",
+                    Subject(lead=f"{pool.name} pool"),
                     "no cache for a request that is not live",
                     f"request {rid} holds {device} device and {host} host pages",
                     s.iteration,
@@ -453,7 +492,7 @@ def pages_conserved(s: Snapshot) -> Iterator[Violation]:
         if cache.free + held != cache.capacity:
             yield Violation(
                 "pages_conserved",
-                f"{cache.name} LoRA cache",
+                Subject(lead=f"{cache.name} LoRA cache"),
                 f"free + held = {cache.capacity}",
                 f"{cache.free} free + {held} held",
                 s.iteration,
@@ -469,7 +508,7 @@ def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
         if err.kind == "ensure_batch_failed":
             yield Violation(
                 "no_scheduler_caused_fault",
-                "the batch",
+                Subject(lead="the batch"),
                 "no PEFT fault for a batch the scheduler produced",
                 err.message,
                 s.iteration,
@@ -478,11 +517,11 @@ def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
         if (
             call.method == "add_request_peft"
             and call.result == "not_cached"
-            and call.get("registered_before")
+            and call.facts.registered_before
         ):
             yield Violation(
                 "no_scheduler_caused_fault",
-                f"request {call.request_id}",
+                Subject(_ids(call.request_id)),
                 "no PEFT fault for a batch the scheduler produced",
                 f"add_request_peft({call.request_id}) by the {call.caller.replace('_', ' ')} "
                 f"raised PeftTaskNotCachedException for a request registered before",
@@ -497,7 +536,7 @@ def scheduler_protocol(s: Snapshot) -> Iterator[Violation]:
         if err.kind in ("scheduler_raised", "scheduler_hung", "malformed_output"):
             yield Violation(
                 "scheduler_protocol",
-                "the scheduler",
+                Subject(lead="the scheduler"),
                 "a SchedulerOutput of this engine's requests, returned in time",
                 err.message,
                 s.iteration,
@@ -532,7 +571,7 @@ def excluding(names: Iterable[str]) -> Iterator[None]:
     """Leave the named invariants out of every check inside the block.
 
     >>> with excluding(["pages_conserved"]):
-    ...     kept([Violation("pages_conserved", "target pool", "x", "y")])
+    ...     kept([Violation("pages_conserved", Subject(lead="target pool"), "x", "y")])
     []
     """
     token = _EXCLUDED.set(frozenset(names))

@@ -18,12 +18,13 @@ import attrs
 
 from peftlife import sut as sut_module
 from peftlife.checker.drain import drain_premise_broken
+from peftlife.checker.invariants import Violation
 from peftlife.search.machine import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
 from peftlife.search.trace import Action, Entry, Outcome, checked_replay
 from peftlife.world.engine import EngineConfig
 from peftlife.world.fields import InvalidField, is_whole
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Call, given
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -273,8 +274,15 @@ def _plain(value: Any) -> Any:
     """A snapshot part as JSON-ready data."""
     if attrs.has(type(value)):
         plain = {f.name: _plain(getattr(value, f.name)) for f in attrs.fields(type(value))}
-        if isinstance(value, Call):  # its (key, value) pairs read better as objects
-            plain |= {"args": dict(plain["args"]), "detail": dict(plain["detail"])}
+        if isinstance(value, Call):  # only what the call set, under the names reports had
+            del plain["facts"]
+            plain |= {"args": _plain(given(value.args)), "detail": _plain(given(value.facts))}
+        if isinstance(value, Violation):  # the subject in words, as ever, and the rows it marks
+            plain |= {
+                "subject": str(value.subject),
+                "requests": list(value.subject.requests),
+                "adapters": list(value.subject.adapters),
+            }
         return plain
     if isinstance(value, enum.Enum):
         return value.name
@@ -282,6 +290,8 @@ def _plain(value: Any) -> Any:
         return sorted(_plain(v) for v in value)
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     return value
 
 

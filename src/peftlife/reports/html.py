@@ -14,6 +14,7 @@ before it arrives and after it ends are one spanning cell each).
 
 from __future__ import annotations
 
+import enum
 import html
 import json
 import re
@@ -33,10 +34,11 @@ from peftlife.reports.story import (
     length_label,
     output_line,
     request_fields,
+    subject_rows,
     world_lines,
 )
 from peftlife.search.trace import Entry, Outcome
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Args, Call, Facts, given
 from peftlife.world.snapshot import Snapshot
 
 __all__ = ["INDEX_NAME", "render_html", "render_index", "verdict_words", "write_html"]
@@ -125,24 +127,11 @@ def _columns(case: Case, outcome: Outcome) -> list[_Column]:
     return columns
 
 
-def _subject_rows(v: Violation) -> list[str]:
-    """The grid rows a violation is about: ``request 3``, ``adapter 7``, ``requests [1, 2]``.
-
-    What the subject names in brackets is context, not subject: a violation of
-    "request 3 (adapter 1)" marks request 3's row only, as the terminal story does.
-    """
-    rows = []
-    subject = re.sub(r"\s*\([^)]*\)", "", v.subject)
-    for kind, numbers in re.findall(r"(request|adapter)s? \[?(\d+(?:, \d+)*)", subject):
-        rows += [f"{kind} {n}" for n in numbers.split(", ")]
-    return rows
-
-
 def _marks(outcome: Outcome) -> dict[tuple[str, int], Violation]:
     """(row, iteration) of every violating cell, with the first violation there."""
     marks: dict[tuple[str, int], Violation] = {}
     for v in outcome.violations:
-        for row in _subject_rows(v):
+        for row in subject_rows(v):
             marks.setdefault((row, v.iteration), v)
     return marks
 
@@ -409,8 +398,10 @@ def _grid(case: Case, outcome: Outcome) -> str:
 
 
 def _value(value: object) -> str:
-    if isinstance(value, tuple):
-        return ", ".join(f"{k}={v}" for k, v in value) if value else ""
+    if isinstance(value, Args | Facts):
+        return ", ".join(f"{k}={_value(v)}" for k, v in given(value).items())
+    if isinstance(value, enum.Enum):
+        return value.name
     return "" if value is None else str(value)
 
 
@@ -427,7 +418,7 @@ def _call_row(number: int, call: Call) -> str:
     return (
         "<tr>"
         + "".join(f"<td>{_e(c)}</td>" for c in cells)
-        + f"<td{failed}>{_e(_value(call.result))}</td><td>{_e(_value(call.detail))}</td></tr>"
+        + f"<td{failed}>{_e(_value(call.result))}</td><td>{_e(_value(call.facts))}</td></tr>"
     )
 
 

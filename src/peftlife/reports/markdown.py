@@ -20,7 +20,7 @@ def _phrases(view: Iteration) -> list[str]:
     """An iteration as short phrases: what changed, and violation subjects in full."""
     phrases = [f"output {view.output}"]
     phrases += [p for row in view.requests if (p := _row_phrase(row))]
-    phrases += view.ended
+    phrases += [text + _marked(mark) for text, mark in view.ended]
     phrases += [p for row in view.adapters if (p := _row_phrase(row))]
     phrases += [f"{what} calls {calls}" for what, calls in view.calls]
     phrases += [f"engine: {message}" for message in view.errors]
@@ -33,7 +33,12 @@ def _row_phrase(row: Row) -> str:
     cells = [f"{key} {value}" for key, value, changed in row.cells if changed or full]
     if not cells:
         return ""
-    return f"{row.name}: " + ", ".join(cells) + (f" ← **{row.mark}**" if row.mark else "")
+    return f"{row.name}: " + ", ".join(cells) + _marked(row.mark)
+
+
+def _marked(mark: str | None) -> str:
+    """What follows a violation's subject: the invariant that names it."""
+    return f" ← **{mark}**" if mark else ""
 
 
 def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None = None) -> str:

@@ -7,16 +7,15 @@ ids, violation marks) serve the terminal and the Markdown alike.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import attrs
 
-from peftlife.checker.invariants import owned
+from peftlife.checker.invariants import Violation, owned
 from peftlife.reports.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.engine import EngineConfig
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Call, Fault
 from peftlife.world.snapshot import Snapshot
 
 # ---- the story both renderings tell ----
@@ -93,7 +92,7 @@ def scheduler_calls(s: Snapshot) -> list[str]:
     return [_peft_call(c) for c in calls if c.caller == "scheduler" and c.component == "peft"]
 
 
-_WHY = {
+_WHY: dict[Fault, str] = {
     "failed_grow": "injected grow failure",
     "refused_resume": "injected resume refusal",
     "no_device_room": "no device room",
@@ -115,25 +114,24 @@ def executor_calls(s: Snapshot) -> list[str]:
         _kv_call(c) if c.component != "peft" else _peft_call(c)
         for c in (s.step.calls if s.step else ())
         if c.caller in ("prepare_resources", "free_resources")
-        and not (c.method == "ensure_batch" and not c.get("tasks") and not c.get("evicted"))
+        and not (c.method == "ensure_batch" and not c.args.tasks and not c.facts.evicted)
     ]
 
 
 def _kv_call(c: Call) -> str:
     pool = "" if c.component == "target" else f"{c.component} "
-    why = f" → failed ({_WHY.get(str(c.get('fault')), 'no room')})" if c.result is False else ""
+    reason = _WHY[c.facts.fault] if c.facts.fault else "no room"
+    why = f" → failed ({reason})" if c.result is False else ""
     return f"{pool}{c.method}({'' if c.request_id is None else c.request_id}){why}"
 
 
 def _peft_call(c: Call) -> str:
     if c.method == "ensure_batch":
-        evicted = c.get("evicted")
-        tail = f", evicting {list(evicted)}" if isinstance(evicted, tuple) and evicted else ""
+        evicted = c.facts.evicted
+        tail = f", evicting {list(evicted)}" if evicted else ""
         failed = "" if c.result == "ok" else f" → {c.result}"
-        tasks = c.get("tasks")
-        shown = list(tasks) if isinstance(tasks, tuple) else []
-        return f"ensure_batch(adapters {shown}{tail}){failed}"
-    pause = c.get("pause")
+        return f"ensure_batch(adapters {list(c.args.tasks or ())}{tail}){failed}"
+    pause = c.args.pause
     arg = "" if pause is None else f", pause={pause}"
     result = "" if c.result in (None, "ok", True) else f" → {c.result}"
     rid = "" if c.request_id is None else str(c.request_id)
@@ -177,7 +175,8 @@ class Iteration:
 
     output: str
     requests: tuple[Row, ...]
-    ended: tuple[str, ...]
+    # Requests that ended in it, each with the invariant it is the subject of, if any.
+    ended: tuple[tuple[str, str | None], ...]
     adapters: tuple[Row, ...]
     calls: tuple[tuple[str, str], ...]  # (whose calls, the calls as text)
     errors: tuple[str, ...]
@@ -199,7 +198,9 @@ def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> 
             _row(f"request {rid}", old_requests.get(rid), fields, marks)
             for rid, fields in request_fields(s).items()
         ),
-        ended=tuple(f"request {rid} {outcome}" for rid, outcome in s.ended),
+        ended=tuple(
+            (f"request {rid} {outcome}", marks.get(f"request {rid}")) for rid, outcome in s.ended
+        ),
         adapters=tuple(
             _row(f"adapter {task}", old_adapters.get(task), fields, marks)
             for task, fields in adapter_fields(s).items()
@@ -285,11 +286,22 @@ def _drain_summary(hidden: int, total: int) -> str:
     return f"drain: {_count(hidden, 'iteration')} of {total} with every check holding"
 
 
+def subject_rows(v: Violation) -> tuple[str, ...]:
+    """The rows a violation marks in every rendering: its subject's requests and adapters.
+
+    What the subject says in brackets is context: "request 3 (adapter 1)" marks request 3.
+    """
+    return (
+        *(f"request {rid}" for rid in v.subject.requests),
+        *(f"adapter {task}" for task in v.subject.adapters),
+    )
+
+
 def violation_subjects(outcome: Outcome) -> dict[str, str]:
-    """Rows a violation is about (``request 3``, ``adapter 7``), with its invariant."""
+    """Rows the violations are about (``request 3``, ``adapter 7``), each with the first
+    invariant that marks it."""
     marks: dict[str, str] = {}
     for v in outcome.violations:
-        # The subject is the first thing named: "request 3 (adapter 1)" is about request 3.
-        if found := re.match(r"(request|adapter) (\d+)", v.subject):
-            marks.setdefault(f"{found[1]} {found[2]}", v.invariant)
+        for row in subject_rows(v):
+            marks.setdefault(row, v.invariant)
     return marks

@@ -62,8 +62,8 @@ def _print_iteration(say: Callable[..., None], view: Iteration) -> None:
     say(f"      scheduler output: {view.output}")
     for row in view.requests:
         say(_row_text(row))
-    for text in view.ended:
-        say(f"      {text}", "cyan")
+    for text, mark in view.ended:
+        say(_marked(Text(f"      {text}", style="cyan"), mark))
     for row in view.adapters:
         say(_row_text(row))
     for what, calls in view.calls:
@@ -80,8 +80,13 @@ def _row_text(row: Row) -> Text:
         for key, value, changed in row.cells:
             text.append(f" {key} ")
             text.append(value, style="bold yellow" if changed else "")
-    if row.mark is not None:
-        text.append(f"  ← {row.mark}", style="bold red")
+    return _marked(text, row.mark)
+
+
+def _marked(text: Text, mark: str | None) -> Text:
+    """A line about a violation's subject, with the invariant that names it."""
+    if mark is not None:
+        text.append(f"  ← {mark}", style="bold red")
     return text
 
 

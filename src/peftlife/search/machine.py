@@ -102,17 +102,17 @@ def path_labels(snapshot: Snapshot) -> set[str]:
                 labels.add("self eviction" if call.request_id == last_failed else "victim eviction")
             elif call.frees_started_request:
                 labels.add("recompute pause")
-                if call.get("was_active"):
+                if call.facts.was_active:
                     labels.add("recompute pause of an active request")
-        if call.get("fault") == "refused_resume":
+        if call.facts.fault == "refused_resume":
             labels.add("refused resume")
         if (
             call.method == "add_request_peft"
             and call.caller == "scheduler"
-            and call.get("was_paused")
+            and call.facts.was_paused
         ):
             labels.add("resume after suspension")
-        if call.method == "ensure_batch" and call.get("evicted"):
+        if call.method == "ensure_batch" and call.facts.evicted:
             labels.add("device LoRA eviction")
     return labels
 

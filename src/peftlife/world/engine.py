@@ -482,7 +482,7 @@ class Engine:
             f"raised {type(err).__name__}: {err}",
             request_id=last.request_id,
             exception=type(err).__name__,
-            registered_before=bool(last.get("registered_before")),
+            registered_before=bool(last.facts.registered_before),
         )
 
     _NAMES: tuple[tuple[OutputList, str], ...] = (

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from peftlife.world.ledger import CallLedger, Component
+from peftlife.world.ledger import CallLedger, Component, Facts, Fault
 from peftlife.world.request import Request
 
 
@@ -205,9 +205,9 @@ class KVCacheManager:
         cache = self._caches.get(req.request_id)
         if cache is None:
             self._caches[req.request_id] = _Cache()
-            return self._record("prepare_context", req, True, created=True)
+            return self._record("prepare_context", req, True, Facts(created=True))
         fault = self._resume(cache)
-        return self._record("prepare_context", req, fault is None, fault=fault)
+        return self._record("prepare_context", req, fault is None, Facts(fault=fault))
 
     def resize_context(self, req: Request, num_tokens: int) -> bool:
         """Grow the cache to cover the next ``num_tokens`` context tokens.
@@ -241,7 +241,7 @@ class KVCacheManager:
                 self._resize(cache, pre_cap)
                 if pre_cap > 0:
                     self._suspend(cache)
-        return self._record("revert_allocate_context", req, kept, capacity=pre_cap)
+        return self._record("revert_allocate_context", req, kept, Facts(capacity=pre_cap))
 
     def probe_context_reuse(self, req: Request) -> int:
         """Tokens of the prompt found in the reuse tree: none, prefix reuse is not modelled."""
@@ -260,9 +260,9 @@ class KVCacheManager:
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None:
-            return self._record("try_allocate_generation", req, False)
+            return self._record("try_allocate_generation", req, False, Facts())
         fault = self._resume(cache) or self._resize(cache, cache.capacity + 1)
-        return self._record("try_allocate_generation", req, fault is None, fault=fault)
+        return self._record("try_allocate_generation", req, fault is None, Facts(fault=fault))
 
     def revert_allocate_generation(self, req: Request) -> None:
         """Undo the last one-token grow; the cache stays ACTIVE."""
@@ -270,14 +270,14 @@ class KVCacheManager:
         cache = self._caches.get(req.request_id)
         if cache is not None and cache.active and cache.capacity > 0:
             self._resize(cache, cache.capacity - 1)
-        self._record("revert_allocate_generation", req, None)
+        self._record("revert_allocate_generation", req, None, Facts())
 
     def suspend_request(self, req: Request) -> None:
         """ACTIVE to SUSPENDED; pages move down only if the whole cache fits there."""
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         moved = cache is not None and cache.active and self._suspend(cache)
-        self._record("suspend_request", req, None, moved_to_host=moved)
+        self._record("suspend_request", req, None, Facts(moved_to_host=moved))
 
     def free_resources(self, req: Request) -> None:
         """Any state to NONE, pages freed on every tier."""
@@ -304,16 +304,18 @@ class KVCacheManager:
             method,
             req,
             None,
-            had_cache=cache is not None,
-            was_active=cache is not None and cache.active,
-            started=req.is_started,
+            Facts(
+                had_cache=cache is not None,
+                was_active=cache is not None and cache.active,
+                started=req.is_started,
+            ),
         )
 
     def _grow_context(self, method: str, req: Request, num_tokens: int) -> bool:
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None or not cache.active:
-            return self._record(method, req, False, num_tokens=num_tokens)
+            return self._record(method, req, False, Facts(num_tokens=num_tokens))
         before = cache.capacity
         capacity = max(before, req.context_current_position + num_tokens)
         fault = self._resize(cache, capacity)
@@ -324,9 +326,8 @@ class KVCacheManager:
                 self._pre_resize_cap.pop(req.request_id, None)
         elif req.is_first_context_chunk:
             self._suspend(cache)
-        return self._record(
-            method, req, fault is None, num_tokens=num_tokens, capacity=capacity, fault=fault
-        )
+        facts = Facts(num_tokens=num_tokens, capacity=capacity, fault=fault)
+        return self._record(method, req, fault is None, facts)
 
     def _suspend(self, cache: _Cache) -> bool:
         """Make an ACTIVE cache inactive; True if its pages moved to the lower tier."""
@@ -338,7 +339,7 @@ class KVCacheManager:
         cache.host_pages, cache.device_pages = cache.device_pages, 0
         return True
 
-    def _resume(self, cache: _Cache) -> str | None:
+    def _resume(self, cache: _Cache) -> Fault | None:
         """Bring a suspended cache back on the device; the fault that stopped it, if any."""
         if cache.active:
             return None
@@ -353,7 +354,7 @@ class KVCacheManager:
         cache.active = True
         return None
 
-    def _resize(self, cache: _Cache, capacity: int) -> str | None:
+    def _resize(self, cache: _Cache, capacity: int) -> Fault | None:
         if capacity > cache.capacity and self._fail_grows:
             self._fail_grows -= 1
             return "failed_grow"
@@ -365,15 +366,8 @@ class KVCacheManager:
         cache.capacity = capacity
         return None
 
-    def _record(self, method: str, req: Request, result: bool | None, **facts: object) -> bool:
+    def _record(self, method: str, req: Request, result: bool | None, facts: Facts) -> bool:
         # Residency before and after the call: invariant 4 reads a resume from them.
-        facts["before"] = self._before.value
-        facts["after"] = self.residency(req.request_id).value
-        self.ledger.record(
-            self.name,
-            method,
-            req.request_id,
-            result=result,
-            detail=tuple((k, v) for k, v in facts.items() if v is not None),
-        )
+        facts = attrs.evolve(facts, before=self._before, after=self.residency(req.request_id))
+        self.ledger.record(self.name, method, req.request_id, result=result, facts=facts)
         return bool(result)

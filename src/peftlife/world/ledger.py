@@ -10,20 +10,83 @@ which a later snapshot can no longer see.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
+if TYPE_CHECKING:  # kv records into the ledger, so the ledger names its type only
+    from peftlife.world.kv import Residency
+
 Caller = Literal["scheduler", "prepare_resources", "free_resources", "harness"]
 Component = Literal["target", "draft", "peft"]
+# Why a KV allocation failed: a fault the nemesis injected, or no room on the device.
+Fault = Literal["refused_resume", "failed_grow", "no_device_room"]
+
+
+@attrs.frozen
+class Args:
+    """The arguments of a PEFT call that the checker and the reports read.
+
+    None where the call was not given one (a KV call records none of these).
+    """
+
+    task_id: int | None = None  # the request's adapter, on every call about a request
+    pause: bool | None = None  # mark_request_done: keep the adapter pinned on host
+    tasks: tuple[int, ...] | None = None  # ensure_batch: the batch's adapters, in order
+
+
+@attrs.frozen
+class Facts:
+    """What a manager saw when it was called, which a later snapshot can no longer see.
+
+    A record, not string keys: reading a fact no writer sets is a mypy error (or an
+    AttributeError), never a silent None that turns a check off. A fact is None
+    where the call has none of it.
+    """
+
+    # KV calls: the request's residency in the pool before and after the call
+    # (SUSPENDED then ACTIVE is a resume).
+    before: Residency | None = None
+    after: Residency | None = None
+    # A failed KV allocation: what stopped it.
+    fault: Fault | None = None
+    created: bool | None = None  # prepare_context made a new cache
+    num_tokens: int | None = None  # context growth: the tokens asked for
+    # Context growth: the capacity aimed for; revert_allocate_context: the one restored.
+    capacity: int | None = None
+    moved_to_host: bool | None = None  # suspend_request moved the pages to the lower tier
+    # free_resources and preempt_request: the request had a cache in this pool, started.
+    had_cache: bool | None = None
+    started: bool | None = None  # also add_request_peft: the request had started
+    # KV frees: the cache was ACTIVE; mark_request_done: the request was in the
+    # adapter's active set.
+    was_active: bool | None = None
+    # PEFT calls about a request with an adapter: was it in the active / paused set.
+    was_paused: bool | None = None
+    already_active: bool | None = None
+    registered_before: bool | None = None  # add_request_peft: registered at some point before
+    # mark_request_done: the adapter's device / host cache entry went done.
+    released_device: bool | None = None
+    released_host: bool | None = None
+    evicted: tuple[int, ...] | None = None  # ensure_batch: adapters the device cache evicted
+
+
+def given(record: Args | Facts) -> dict[str, object]:
+    """The fields a call set, by name in the record's order: what a report shows.
+
+    >>> given(Facts(fault="failed_grow", had_cache=False))
+    {'fault': 'failed_grow', 'had_cache': False}
+    """
+    return {k: v for k, v in attrs.asdict(record, recurse=False).items() if v is not None}
 
 
 @attrs.frozen
 class Call:
-    """One manager call.
+    """One manager call: who made it, its arguments and result, and the facts at call time.
 
-    ``detail`` holds ``(key, value)`` facts seen at call time, for example
-    ``(("already_active", True),)`` on an ``add_request_peft``.
+    >>> call = Call(3, "scheduler", "peft", "add_request_peft", 1, Args(task_id=7))
+    >>> call.args.task_id, call.facts.already_active
+    (7, None)
     """
 
     iteration: int
@@ -31,9 +94,9 @@ class Call:
     component: Component
     method: str
     request_id: int | None
-    args: tuple[tuple[str, object], ...] = ()
+    args: Args = attrs.field(factory=Args)
     result: object = None
-    detail: tuple[tuple[str, object], ...] = ()
+    facts: Facts = attrs.field(factory=Facts)
 
     @property
     def frees_started_request(self) -> bool:
@@ -43,16 +106,9 @@ class Call:
             self.caller == "scheduler"
             and self.component == "target"
             and self.method in ("free_resources", "preempt_request")
-            and bool(self.get("started"))
-            and bool(self.get("had_cache"))
+            and bool(self.facts.started)
+            and bool(self.facts.had_cache)
         )
-
-    def get(self, key: str, default: object = None) -> object:
-        """Look a key up in ``args`` then ``detail``."""
-        for k, v in (*self.args, *self.detail):
-            if k == key:
-                return v
-        return default
 
 
 @attrs.define
@@ -60,7 +116,7 @@ class CallLedger:
     """Append-only list of calls; ``since(i)`` gives one iteration's calls.
 
     >>> ledger = CallLedger()
-    >>> ledger.record("peft", "mark_request_done", 3, args=(("pause", True),))
+    >>> ledger.record("peft", "mark_request_done", 3, args=Args(task_id=1, pause=True))
     >>> ledger.calls[0].method
     'mark_request_done'
     """
@@ -75,9 +131,9 @@ class CallLedger:
         method: str,
         request_id: int | None,
         *,
-        args: tuple[tuple[str, object], ...] = (),
+        args: Args | None = None,
         result: object = None,
-        detail: tuple[tuple[str, object], ...] = (),
+        facts: Facts | None = None,
     ) -> None:
         self.calls.append(
             Call(
@@ -86,9 +142,9 @@ class CallLedger:
                 component=component,
                 method=method,
                 request_id=request_id,
-                args=args,
+                args=Args() if args is None else args,
                 result=result,
-                detail=detail,
+                facts=Facts() if facts is None else facts,
             )
         )
 

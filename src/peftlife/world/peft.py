@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from peftlife.world.ledger import CallLedger
+from peftlife.world.ledger import Args, CallLedger, Facts
 from peftlife.world.request import Request
 
 
@@ -210,14 +210,14 @@ class PeftCacheManager:
         """
         task_id = req.lora_task_id
         if task_id is None:
-            self._record("add_request_peft", req, "ok")
+            self._record("add_request_peft", req, "ok", Facts())
             return
         already_active = req.request_id in self._active.get(task_id, ())
-        facts = (
-            ("already_active", already_active),
-            ("was_paused", req.request_id in self._paused.get(task_id, ())),
-            ("registered_before", req.request_id in self.ever_registered),
-            ("started", req.is_started),
+        facts = Facts(
+            already_active=already_active,
+            was_paused=req.request_id in self._paused.get(task_id, ()),
+            registered_before=req.request_id in self.ever_registered,
+            started=req.is_started,
         )
         if task_id not in self.host_cache and not req.lora_weights:
             self._record("add_request_peft", req, "not_cached", facts)
@@ -239,17 +239,20 @@ class PeftCacheManager:
     def mark_request_done(self, req: Request, pause: bool = False) -> None:
         """Release the request's adapter, keeping it pinned on host if ``pause``."""
         task_id = req.lora_task_id
-        facts: tuple[tuple[str, object], ...] = ()
+        facts = Facts()
         if task_id is not None:
-            facts = (
-                ("was_active", req.request_id in self._active.get(task_id, ())),
-                ("was_paused", req.request_id in self._paused.get(task_id, ())),
-            )
+            was_active = req.request_id in self._active.get(task_id, ())
+            was_paused = req.request_id in self._paused.get(task_id, ())
             device, host = self.update_task_state(
                 task_id, req.request_id, terminate=True, pause=pause
             )
-            facts += (("released_device", device), ("released_host", host))
-        self._record("mark_request_done", req, None, facts, pause=pause)
+            facts = Facts(
+                was_active=was_active,
+                was_paused=was_paused,
+                released_device=device,
+                released_host=host,
+            )
+        self._record("mark_request_done", req, None, facts, Args(pause=pause))
 
     def ensure_batch(
         self, context_requests: Iterable[Request], generation_requests: Iterable[Request]
@@ -268,38 +271,31 @@ class PeftCacheManager:
                     )
                 self.device_cache.claim(task_id, self.adapter_pages[task_id])
         except (LoraCacheFullException, PeftTaskNotCachedException) as err:
-            self._record(
-                "ensure_batch",
-                None,
-                type(err).__name__,
-                (("evicted", tuple(self.device_cache.evictions[evicted_before:])),),
-                tasks=tuple(task_ids),
-            )
+            self._record_batch(type(err).__name__, task_ids, evicted_before)
             raise
-        self._record(
-            "ensure_batch",
-            None,
-            "ok",
-            (("evicted", tuple(self.device_cache.evictions[evicted_before:])),),
-            tasks=tuple(task_ids),
-        )
+        self._record_batch("ok", task_ids, evicted_before)
+
+    def _record_batch(self, result: str, task_ids: list[int], evicted_before: int) -> None:
+        evicted = tuple(self.device_cache.evictions[evicted_before:])
+        facts, args = Facts(evicted=evicted), Args(tasks=tuple(task_ids))
+        self._record("ensure_batch", None, result, facts, args)
 
     def _record(
         self,
         method: str,
         req: Request | None,
         result: object,
-        facts: tuple[tuple[str, object], ...] = (),
-        **args: object,
+        facts: Facts,
+        args: Args | None = None,
     ) -> None:
+        args = Args() if args is None else args
+        if req is not None:  # every call about a request names its adapter
+            args = attrs.evolve(args, task_id=req.lora_task_id)
         self.ledger.record(
             "peft",
             method,
             None if req is None else req.request_id,
-            args=(
-                *(() if req is None else (("task_id", req.lora_task_id),)),
-                *args.items(),
-            ),
+            args=args,
             result=result,
-            detail=facts,
+            facts=facts,
         )

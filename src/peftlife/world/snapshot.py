@@ -157,7 +157,7 @@ class StepRecord:
     @property
     def faults(self) -> tuple[Call, ...]:
         """Calls a nemesis fault made fail."""
-        return tuple(c for c in self.calls if c.get("fault") in ("refused_resume", "failed_grow"))
+        return tuple(c for c in self.calls if c.facts.fault in ("refused_resume", "failed_grow"))
 
 
 @attrs.frozen
