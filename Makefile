@@ -36,7 +36,7 @@ explore: setup
 # writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers.
 # BENCH_ARGS=--quick for a shorter run.
 bench: setup
-	$(BIN)/python -m peftlife.search.bench $(BENCH_ARGS)
+	$(BIN)/python bench/search.py $(BENCH_ARGS)
 	$(BIN)/python bench/fuzz.py --out docs/benchmarks.md
 
 lint: setup

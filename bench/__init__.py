@@ -1,0 +1,5 @@
+"""The benchmarks of ``make bench``, kept out of the package; each module runs as a script.
+
+``search`` (speed and shrink goals) writes ``docs/benchmarks.md``; ``fuzz``
+(campaigns scaling with workers) adds its section to it.
+"""
