@@ -447,8 +447,8 @@ def _markdown(sections: Sequence[Section], note: str) -> str:
     lines = [
         "# Benchmarks",
         "",
-        "Written by `make bench` (`bench/search.py`, then `bench/fuzz.py`); "
-        "not part of `make test`.",
+        "Written by `make bench` (`bench/search.py`, then `bench/fuzz.py` and "
+        "`bench/soak.py`); not part of `make test`.",
         "",
         note,
         "",
