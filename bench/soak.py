@@ -456,6 +456,9 @@ def section(result: Soak, note: str) -> str:
     lines += ["", summary(result)]
     if trouble := problems(result):
         lines += ["", *(f"- {line}" for line in trouble)]
+    if held := [c for c in result.checks if c.outcome == "held"]:
+        lines += ["", "Runs that held (the mutant not found within the profile's budget):", ""]
+        lines += [f"- `{c.run.command}` ({c.examples} examples)" for c in held]
     return "\n".join(lines)
 
 

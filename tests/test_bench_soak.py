@@ -59,6 +59,14 @@ def test_a_run_past_the_watchdog_is_a_hang_and_the_soak_goes_on() -> None:
     assert not result.ok and len(soak.problems(result)) == 3
 
 
+def test_the_section_names_the_runs_that_held() -> None:
+    held = soak.Checked(soak.Run("slow_to_find", "dev", 7), "held", 1.0, examples=280)
+    text = soak.section(soak.Soak((held,), mutants=("slow_to_find",)), "note")
+    assert (
+        "- `peftlife check --sut mutant:slow_to_find --scenario all --profile dev --seed 7`" in text
+    )
+
+
 def test_the_section_replaces_its_earlier_self(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\n## 1. speed\n\nfast\n", "utf-8")
