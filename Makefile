@@ -33,11 +33,13 @@ explore: setup
 	$(BIN)/peftlife explore --scenario kv-pressure --depth 4
 
 # Speed and shrink goals, measured (not part of `make test`): prints a table and
-# writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers.
+# writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers,
+# then a soak of every mutant through check and fuzz under a watchdog (fails on a hang).
 # BENCH_ARGS=--quick for a shorter run.
 bench: setup
-	$(BIN)/python -m peftlife.search.bench $(BENCH_ARGS)
+	$(BIN)/python bench/search.py $(BENCH_ARGS)
 	$(BIN)/python bench/fuzz.py --out docs/benchmarks.md
+	$(BIN)/python bench/soak.py --out docs/benchmarks.md $(BENCH_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests strategies docs bench

@@ -3,7 +3,7 @@
     python bench/fuzz.py [--seconds 20] [--out docs/benchmarks.md]
 
 Prints a Markdown table and appends it to ``--out`` as its fuzzing section
-(``make bench`` runs it after ``peftlife.search.bench`` has written the rest).
+(``make bench`` runs it after ``bench/search.py`` has written the rest).
 Scaling runs ``peftlife fuzz`` against the reference (every example holds, so
 the whole duration is search) with 1 and then 2 workers and divides the
 totals. The hand-over starts a campaign against a mutant with a directory

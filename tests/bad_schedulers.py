@@ -83,3 +83,23 @@ class StatefulNoReleaseOnSuspend(ReferenceScheduler):
 
     def release_on_suspend(self, req: Request) -> None:
         pass
+
+
+class SaysYes(ReferenceScheduler):
+    """The reference, declaring "yes": only the bool True declares no state."""
+
+    keeps_no_state_between_passes = "yes"
+
+
+class KeepsState(ReferenceScheduler):
+    """The reference, declaring that it keeps state between passes."""
+
+    keeps_no_state_between_passes = False
+
+
+class DeclarationRaises(ReferenceScheduler):
+    """The reference, whose declaration is a property that raises when read."""
+
+    @property
+    def keeps_no_state_between_passes(self) -> bool:
+        raise RuntimeError("cannot say")

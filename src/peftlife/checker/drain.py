@@ -12,7 +12,8 @@ import attrs
 
 from peftlife.checker.invariants import Subject, Violation, check, kept
 from peftlife.world.engine import Engine, EngineConfig
-from peftlife.world.snapshot import Snapshot
+from peftlife.world.protocol import STATELESS_DECLARATION
+from peftlife.world.snapshot import Snapshot, StepError
 
 
 @attrs.frozen
@@ -105,7 +106,11 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
 
     Checks every invariant after each step, then that nothing is held. A world
     that repeats exactly ends the drain early as a livelock, but only for a
-    scheduler that declares ``keeps_no_state_between_passes``.
+    scheduler that declares ``keeps_no_state_between_passes = True``
+    (``Engine.state_declaration``). The declaration is read when there is
+    something to drain; one that raised or hung when read is a
+    ``scheduler_protocol`` finding at the first drain iteration, as a raise in
+    a pass is.
     """
     engine.clear_faults()
     bound = drain_bound(engine)
@@ -113,7 +118,10 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
         engine.config,
         [(r.lora_task_id, r.prompt_len, r.max_new_tokens) for r in engine.live_requests],
     )
-    stateless = _declares_no_state(engine.scheduler)
+    stateless, unreadable = False, None
+    if engine.live_requests:
+        declaration = engine.state_declaration()
+        stateless, unreadable = declaration.stateless, declaration.error
     seen: set[Snapshot] = set()
     snapshots: list[Snapshot] = []
     violations: list[Violation] = []
@@ -123,6 +131,9 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
         steps += 1
         snapshots.append(snap)
         violations = checker(snap)
+        if unreadable is not None:
+            violations = kept([_unreadable(unreadable, snap.iteration), *violations])
+            unreadable = None
         if violations:
             break
         if stateless and binds:
@@ -141,15 +152,15 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
     return DrainResult(steps, bound, tuple(kept(violations)), tuple(snapshots))
 
 
-def _declares_no_state(scheduler: object) -> bool:
-    """Whether the scheduler declares ``keeps_no_state_between_passes = True``.
-
-    Only the literal True counts, and a declaration that cannot be read is none.
-    """
-    try:
-        return getattr(scheduler, "keeps_no_state_between_passes", False) is True
-    except Exception:  # the SUT is untrusted, its attributes too
-        return False
+def _unreadable(error: StepError, iteration: int) -> Violation:
+    """The scheduler's code raised or hung while its declaration was read."""
+    return Violation(
+        "scheduler_protocol",
+        "the scheduler",
+        f"{STATELESS_DECLARATION} read in time without raising",
+        error.message,
+        iteration,
+    )
 
 
 def _undrained(engine: Engine, why: str) -> Violation:

@@ -160,15 +160,17 @@ def explore(
 
     ``config`` defaults to the scenario's smallest world, ``alphabet`` to the
     scenario's actions in that world. States are merged on their fingerprint
-    only for a scheduler that declares ``keeps_no_state_between_passes``;
-    for any other the search is a plain tree, exact but larger.
+    only for a scheduler that declares ``keeps_no_state_between_passes = True``
+    (read by ``Engine.state_declaration``); for any other the search is a
+    plain tree, exact but larger.
     """
     factory = sut.load(sut_spec)
     s = scenarios.load(scenario)
     world = config if config is not None else scenarios.smallest_world(s)
     letters = alphabet if alphabet is not None else Alphabet.of(s, world)
     root = Engine(world, factory)
-    merge = bool(getattr(root.scheduler, "keeps_no_state_between_passes", False))
+    # A declaration that raised is a finding, which the drain of the first state reports.
+    merge = root.state_declaration().stateless
     seen: set[Hashable] = {fingerprint(root)}
     frontier: list[tuple[Engine, tuple[Action, ...]]] = [(root, ())]
     states = 1

@@ -11,6 +11,7 @@ and never escapes as a crash of the harness.
 from __future__ import annotations
 
 import enum
+import inspect
 import operator
 import os
 import traceback
@@ -26,6 +27,7 @@ from peftlife.world.ledger import Caller, CallLedger
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
 from peftlife.world.protocol import (
     CHUNKING_POLICIES,
+    STATELESS_DECLARATION,
     ContextChunkingPolicy,
     Environment,
     Scheduler,
@@ -183,6 +185,36 @@ def _show(value: object) -> str:
     return value.name if isinstance(value, enum.Enum) else repr(value)
 
 
+@attrs.frozen
+class StateDeclaration:
+    """Whether a scheduler declared that it keeps no state between passes, as read.
+
+    ``stateless`` holds only for the bool ``True``. ``error`` is a finding of the
+    kind ``scheduler_raised`` or ``scheduler_hung``: reading the declaration ran
+    the scheduler's code (a property, a ``__getattr__``) and it raised or hung;
+    the scheduler is then taken to keep state.
+    """
+
+    stateless: bool
+    error: StepError | None = None
+
+
+def _declared(scheduler: object) -> object:
+    """The scheduler's declaration, or None when it makes none.
+
+    An ``AttributeError`` means no declaration only when none is defined: one
+    raised by a property that is defined is the scheduler's code raising.
+    """
+    try:
+        return getattr(scheduler, STATELESS_DECLARATION)
+    except AttributeError:
+        try:
+            inspect.getattr_static(scheduler, STATELESS_DECLARATION)
+        except AttributeError:
+            return None
+        raise
+
+
 class _Found(Exception):
     """A finding about the scheduler's code, carried out of the call that made it."""
 
@@ -255,6 +287,7 @@ class Engine:
         self._writes: tuple[FieldWrite, ...] = ()
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
+        self._declaration: StateDeclaration | None = None
         # One periodic alarm for the engine's life, not one per call (spec 8b: a hang is a finding).
         if schedule_deadline is not None and WATCHDOG.arm(schedule_deadline):
             weakref.finalize(self, WATCHDOG.disarm)
@@ -702,6 +735,30 @@ class Engine:
                 pending.discard(rid)
 
     # ---- observing ----
+
+    def state_declaration(self) -> StateDeclaration:
+        """The scheduler's ``keeps_no_state_between_passes``: the one way it is read.
+
+        Only the bool ``True`` declares a scheduler stateless; anything else
+        (no declaration, ``False``, ``"yes"``, ``1``) means it keeps state. The
+        declaration is untrusted code like the rest of the scheduler: it is
+        read under the deadline, and a raise or a hang is a finding (``error``)
+        with the scheduler taken to keep state. It is read once per engine;
+        a copy of the engine keeps the reading.
+        """
+        if self._declaration is None:
+            self._declaration = self._read_declaration()
+        return self._declaration
+
+    def _read_declaration(self) -> StateDeclaration:
+        scheduler = self.scheduler
+        if scheduler is None:  # no scheduler was built: the factory's error is the finding
+            return StateDeclaration(False)
+        try:
+            value = self._untrusted(lambda: _declared(scheduler), STATELESS_DECLARATION)()
+        except _Found as found:
+            return StateDeclaration(False, found.error)
+        return StateDeclaration(value is True)
 
     def snapshot(self) -> Snapshot:
         """The world now, with the last iteration's step record."""

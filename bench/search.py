@@ -16,7 +16,7 @@ Four measurements, each against a goal, printed as one table and written to
 CPU seconds (``time.process_time``) rather than wall time, so other work on a
 shared machine disturbs the figures less; they stay noisy all the same.
 
-    python -m peftlife.search.bench --quick
+    python bench/search.py --quick
 """
 
 from __future__ import annotations
@@ -447,7 +447,8 @@ def _markdown(sections: Sequence[Section], note: str) -> str:
     lines = [
         "# Benchmarks",
         "",
-        "Written by `make bench` (`python -m peftlife.search.bench`); not part of `make test`.",
+        "Written by `make bench` (`bench/search.py`, then `bench/fuzz.py` and "
+        "`bench/soak.py`); not part of `make test`.",
         "",
         note,
         "",
@@ -476,7 +477,7 @@ def _text(section: Section) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m peftlife.search.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python bench/search.py", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
     parser.add_argument("--out", default="docs/benchmarks.md", help="where the Markdown goes")
     args = parser.parse_args(argv)
