@@ -118,7 +118,7 @@ def test_a_declaration_that_raises_is_a_protocol_finding_at_the_first_drain_iter
     result = _drained(Raises)
     assert result.iterations == 1
     (v,) = result.violations
-    assert (v.invariant, v.subject, v.iteration) == ("scheduler_protocol", "the scheduler", 1)
+    assert (v.invariant, str(v.subject), v.iteration) == ("scheduler_protocol", "the scheduler", 1)
     assert "RuntimeError: cannot say" in v.found
 
 

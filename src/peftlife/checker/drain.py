@@ -156,7 +156,7 @@ def _unreadable(error: StepError, iteration: int) -> Violation:
     """The scheduler's code raised or hung while its declaration was read."""
     return Violation(
         "scheduler_protocol",
-        "the scheduler",
+        Subject(lead="the scheduler"),
         f"{STATELESS_DECLARATION} read in time without raising",
         error.message,
         iteration,
