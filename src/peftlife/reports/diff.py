@@ -295,17 +295,32 @@ def render_terminal(dcase: DiffCase, outcome: PairOutcome, console: Console) -> 
         say(f"  {side} {spec}: {_verdict_text(outcome, violation)}", style)
 
 
+def _agreed(p: Paired) -> list[tuple[str, str]]:
+    """An iteration both sides agreed on, as (what, text) pairs. What was left out
+    of the comparison (the calls, an order) may still differ: both sides are then shown."""
+    a, b = p.a, p.b
+    assert a is not None and b is not None
+    parts: list[tuple[str, str]] = []
+
+    def both(what: str, get: Callable[[Observation], str]) -> None:
+        ta, tb = get(a), get(b)
+        if ta == tb:
+            if ta:
+                parts.append((what, ta))
+        else:
+            parts.extend([(f"{what} (A)", ta or "none"), (f"{what} (B)", tb or "none")])
+
+    both("output", lambda o: o.output)
+    parts.extend((f"request {row.request_id}", _request_text(row)) for row in a.requests)
+    both("scheduler calls", lambda o: "; ".join(o.call_texts))
+    both("writes", lambda o: "; ".join(o.writes))
+    both("errors", lambda o: "; ".join(o.errors))
+    return parts
+
+
 def _print_agreed(say: Callable[..., None], p: Paired) -> None:
-    obs = p.a
-    assert obs is not None
-    say(f"      output: {obs.output}")
-    for row in obs.requests:
-        say(f"      request {row.request_id:<3} {_request_text(row)}")
-    if obs.call_texts:
-        say(f"      scheduler calls: {'; '.join(obs.call_texts)}")
-    for key in ("writes", "errors"):
-        if values := getattr(obs, key):
-            say(f"      {key}: {'; '.join(values)}")
+    for what, text in _agreed(p):
+        say(f"      {what:<11} {text}" if what.startswith("request") else f"      {what}: {text}")
 
 
 def _side_table(p: Paired) -> Table:
@@ -366,10 +381,9 @@ def render_markdown(
             happened = f"request {line.request_id} arrives"
         elif p is not None and p.diverges:
             happened = f"**iteration {p.iteration}: A and B differ** in {_cells(p)}"
-        elif p is not None and p.a is not None:
-            calls = "; ".join(p.a.call_texts)
-            happened = f"iteration {p.iteration}, the same on both sides: output {p.a.output}"
-            happened += f"; calls {calls}" if calls else ""
+        elif p is not None:
+            parts = [f"{what} {text}" for what, text in _agreed(p) if not what.startswith("req")]
+            happened = f"iteration {p.iteration}, the same on both sides: " + "; ".join(parts)
         elif line.number is None:
             happened = line.text
         else:

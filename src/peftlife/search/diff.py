@@ -103,7 +103,8 @@ class Observation:
 
     iteration: int
     # The four lists as text, in the world's order; None when the scheduler
-    # gave no readable output (``fault`` says why).
+    # gave no readable output (``fault`` says why; ``fault_kind`` is what is compared:
+    # the kind and the exception's type, not a message that names files).
     lists: tuple[tuple[str, tuple[str, ...]], ...] | None
     fault: str
     # The scheduler's KV and PEFT calls, in order, as (request id, text).
@@ -111,6 +112,7 @@ class Observation:
     writes: tuple[str, ...]
     errors: tuple[str, ...]
     requests: tuple[RequestRow, ...]
+    fault_kind: str = ""
 
     def request(self, request_id: int) -> RequestRow:
         for row in self.requests:
@@ -167,9 +169,9 @@ def observe(s: Snapshot) -> Observation:
     """The observable part of one iteration's snapshot."""
     step = s.step
     out = step.output if step else None
-    fault = next(
-        (e.message for e in (step.errors if step else ()) if e.kind in _SCHEDULER_FAULTS), ""
-    )
+    faults = [e for e in (step.errors if step else ()) if e.kind in _SCHEDULER_FAULTS]
+    fault = faults[0].message if faults else ""
+    fault_kind = f"{faults[0].kind} {faults[0].exception}".strip() if faults else ""
     lists: tuple[tuple[str, tuple[str, ...]], ...] | None = None
     listed: dict[int, str] = {}
     if out is not None:
@@ -226,6 +228,7 @@ def observe(s: Snapshot) -> Observation:
         iteration=s.iteration,
         lists=lists,
         fault=fault,
+        fault_kind=fault_kind,
         calls=calls,
         writes=tuple(
             sorted(f"request {w.request_id} {w.field} {w.before}→{w.after}" for w in writes)
@@ -259,7 +262,7 @@ def differences(
     order = "order" not in ignore
     calls = "calls" not in ignore
     cells: list[str] = []
-    if (a.lists is None) != (b.lists is None):
+    if (a.lists is None) != (b.lists is None) or a.fault_kind != b.fault_kind:
         cells.append("output")
     for name in LISTS:
         if not _same(a.listed(name), b.listed(name), order and name in ORDERED_LISTS):
