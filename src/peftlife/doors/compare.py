@@ -330,21 +330,30 @@ def _bisect_verdict(
 ) -> int:
     """Name the first bad commit, tell its failure, and replay it on the last good one."""
     first = result.first_bad
-    console.print()
+    if not args.quiet:
+        console.print()
     if result.candidates:
         console.print(
             "only skipped commits are left to test; the first bad commit could be any of:",
             highlight=False,
+            soft_wrap=True,
         )
         for commit in result.candidates:
-            console.print(f"  {commit.short} {commit.subject}", highlight=False)
+            console.print(f"  {commit.short} {commit.subject}", highlight=False, soft_wrap=True)
     else:
         console.print(
-            f"first bad commit: {first.commit.sha} {first.commit.subject}", highlight=False
+            f"first bad commit: {first.commit.sha} {first.commit.subject}",
+            highlight=False,
+            soft_wrap=True,
         )
     report_dir = Path(args.report_dir)
-    kept = prober.keep(first.commit, report_dir / f"bisect-{first.commit.short}")
-    spec = prober.spec(first.commit, kept)
+    last_good = result.last_good or bisect.Probe(good, "good")
+    # Both commits' files are kept beside the report: it replays later, and diff compares them.
+    kept = {
+        which: _keep(prober, probe.commit, report_dir)
+        for which, probe in (("first bad", first), ("last good", last_good))
+    }
+    spec = prober.spec(first.commit, kept["first bad"])
     failure = first.failure
     assert failure is not None
     if case is not None:
@@ -366,7 +375,6 @@ def _bisect_verdict(
             file=sys.stderr,
         )
         paths = {}
-    last_good = result.last_good or bisect.Probe(good, "good")
     held = prober.replays_clean(last_good.commit, found)
     verdict = (
         "the case replays and every invariant holds"
@@ -376,10 +384,30 @@ def _bisect_verdict(
     console.print(
         f"last good commit: {last_good.commit.short} {last_good.commit.subject}: {verdict}",
         highlight=False,
+        soft_wrap=True,
     )
     if paths:
-        console.print("reports: " + ", ".join(str(p) for p in paths.values()), highlight=False)
+        console.print(
+            "reports: " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True
+        )
+    good_files, bad_files = kept["last good"], kept["first bad"]
+    if good_files is not None and bad_files is not None:
+        console.print(
+            f"their files: {good_files} (last good), {bad_files} (first bad); "
+            f"'peftlife diff {prober.spec(last_good.commit, good_files)} "
+            f"{prober.spec(first.commit, bad_files)}' compares them",
+            highlight=False,
+            soft_wrap=True,
+        )
     return EXIT_FOUND if result.candidates else EXIT_HELD
+
+
+def _keep(prober: bisect.Prober, commit: bisect.Commit, report_dir: Path) -> Path | None:
+    """A copy of a commit's files in the report directory, or None if it cannot be written."""
+    try:
+        return prober.keep(commit, report_dir / f"bisect-{commit.short}")
+    except OSError:
+        return None
 
 
 __all__ = ["add_commands", "cmd_bisect", "cmd_diff"]
