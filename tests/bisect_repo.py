@@ -43,8 +43,12 @@ SUBJECTS = (
 )
 
 
-def _git(repo: Path, *args: str) -> str:
+def _git(repo: Path, *args: str, when: int = 0) -> str:
+    # A fixed author, committer and date: the same history has the same hashes every time.
+    date = f"{1_767_225_600 + 3600 * when} +0000"
     env = {
+        "GIT_AUTHOR_DATE": date,
+        "GIT_COMMITTER_DATE": date,
         **os.environ,
         "GIT_AUTHOR_NAME": "A. Author",
         "GIT_AUTHOR_EMAIL": "author@example.com",
@@ -93,11 +97,11 @@ def build(repo: Path) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     (repo / "README.md").write_text("A scheduler.\n", "utf-8")
     shas = []
-    for subject, files in zip(SUBJECTS, sources(), strict=True):
+    for when, (subject, files) in enumerate(zip(SUBJECTS, sources(), strict=True)):
         for name, text in files.items():
             (folder / name).write_text(text, "utf-8")
         _git(repo, "add", "--all")
-        _git(repo, "commit", "--quiet", "-m", subject)
+        _git(repo, "commit", "--quiet", "-m", subject, when=when)
         shas.append(_git(repo, "rev-parse", "HEAD"))
     _git(repo, "tag", "v1", shas[0])
     return shas
