@@ -41,7 +41,7 @@ from peftlife.doors.cli import (
 from peftlife.doors.progress import progress
 from peftlife.reports import diff as diff_reports
 from peftlife.search import bisect, diff, profiles, scenarios
-from peftlife.search.machine import minimized, search
+from peftlife.search.machine import hunt, minimized, search
 from peftlife.search.trace import checked_replay
 
 Command = Any  # the ``command(name, text)`` helper of ``cli._parser``
@@ -234,7 +234,10 @@ def _bisect_parser(p: argparse.ArgumentParser) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--case", metavar="REPORT.json", help="replay this saved case on each commit")
     what.add_argument(
-        "--scenario", metavar="NAME", help="run a bounded, derandomized search on each commit"
+        "--scenario",
+        metavar="NAME",
+        help="run a bounded, derandomized search on each commit (a shipped scenario, a .toml "
+        "path, or 'all')",
     )
     p.add_argument(
         "--sut-prefix",
@@ -273,7 +276,7 @@ def cmd_bisect(args: argparse.Namespace, console: Console) -> int:
             raise BadInput(str(err)) from err
     else:
         try:
-            scenarios.load(args.scenario)
+            scenarios.load("default" if args.scenario == diff.ALL_SCENARIOS else args.scenario)
         except scenarios.ScenarioError as err:
             raise BadInput(str(err)) from err
     try:
@@ -296,7 +299,10 @@ def cmd_bisect(args: argparse.Namespace, console: Console) -> int:
         if case is not None:
             outcome = checked_replay(case.config, case.actions, sut.load(spec))
             return bisect.Failure(outcome.violations[0].invariant) if outcome.violations else None
-        found = search(spec, args.scenario, settings, seed=args.seed, shrink=False).failure
+        if args.scenario == diff.ALL_SCENARIOS:
+            found = hunt(spec, settings, seed=args.seed).failure
+        else:
+            found = search(spec, args.scenario, settings, seed=args.seed, shrink=False).failure
         return None if found is None else bisect.Failure(found.invariant, found)
 
     def say(probe: bisect.Probe) -> None:
