@@ -91,9 +91,11 @@ _VERBOSE = "on bad input, also the traceback of what the SUT raised"
 
 
 def _search_options(p: argparse.ArgumentParser, profile: bool = True) -> None:
-    """``check``'s options for how long and where a search runs, and where reports go."""
+    """``check``'s options for how long and where a search runs, and where reports go;
+    without ``profile`` the caller has its own ``--profile`` and derandomizes."""
     if profile:
         _profile_option(p)
+    seed = "the profile's randomness" if profile else "derandomized"
     p.add_argument(
         "--max-examples",
         metavar="N",
@@ -101,9 +103,7 @@ def _search_options(p: argparse.ArgumentParser, profile: bool = True) -> None:
         default=None,
         help="examples to search (default: the profile's budget)",
     )
-    p.add_argument(
-        "--seed", type=int, default=None, help="a fixed seed (default: the profile's randomness)"
-    )
+    p.add_argument("--seed", type=int, default=None, help=f"a fixed seed (default: {seed})")
     p.add_argument(
         "--report-dir", metavar="DIR", default="peftlife-reports", help="where reports go"
     )
@@ -241,6 +241,7 @@ def _bisect_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sut-prefix",
+        metavar="PREFIX",
         default=bisect.DEFAULT_PREFIX,
         help="the SUT string of each commit: this prefix, then the folder its files are written "
         "to (or the folder in place of {}, as in 'trtllm:{}:ClassName')",
