@@ -44,7 +44,7 @@ import hypothesis
 
 from peftlife import sut
 from peftlife.checker import drain, invariants
-from peftlife.checker.invariants import Violation, owned
+from peftlife.checker.invariants import Subject, Violation, owned
 from peftlife.search import shrink
 from peftlife.search.machine import (
     LifecycleFailure,
@@ -56,7 +56,7 @@ from peftlife.search.machine import (
 )
 from peftlife.search.trace import Action, apply
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Call, given
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 
@@ -148,19 +148,21 @@ _SCHEDULER_FAULTS = ("scheduler_raised", "scheduler_hung", "malformed_output")
 def call_text(call: Call) -> str:
     """A scheduler call as text: pool, method, request, arguments and result.
 
+    >>> from peftlife.world.ledger import Args
     >>> call_text(Call(1, "scheduler", "peft", "mark_request_done", 3,
-    ...                args=(("task_id", 1), ("pause", True))))
+    ...                args=Args(task_id=1, pause=True)))
     'mark_request_done(3, pause=True)'
     """
     rid = "" if call.request_id is None else str(call.request_id)
     if call.component == "peft":
-        args = "".join(f", {k}={v}" for k, v in call.args if k != "task_id")
+        given_args = given(call.args).items()
+        args = "".join(f", {k}={v}" for k, v in given_args if k != "task_id")
         result = "" if call.result in (None, "ok", True) else f" → {call.result}"
         return f"{call.method}({rid}{args}){result}"
     pool = "" if call.component == "target" else f"{call.component} "
-    tokens = call.get("num_tokens")
+    tokens = call.facts.num_tokens
     args = "" if tokens is None else f", {tokens}"
-    why = _WHY.get(str(call.get("fault")), "no room")
+    why = _WHY.get(str(call.facts.fault), "no room")
     result = f" → failed ({why})" if call.result is False else ""
     return f"{pool}{call.method}({rid}{args}){result}"
 
@@ -425,7 +427,7 @@ class Diverged(LifecycleFailure):
     def __init__(self, run: Run, paired: Paired) -> None:
         what = Violation(
             self.INVARIANT,
-            f"iteration {paired.iteration}",
+            Subject(lead=f"iteration {paired.iteration}"),
             "the same on both sides",
             ", ".join(c for c in paired.cells),
             paired.iteration,
