@@ -656,6 +656,8 @@ COMMON_OPTIONS: dict[str, tuple[str, ...]] = {
     "explore": ("quiet", "verbose", "report_dir"),
     "replay": ("quiet", "verbose"),
     "mutants": ("quiet", "profile"),
+    "diff": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
+    "bisect": ("quiet", "verbose", "profile", "seed", "report_dir"),
 }
 
 

@@ -30,8 +30,8 @@ from peftlife.doors.cli import (
     BadInput,
     _ci_options,
     _ci_outputs,
+    _common_options,
     _positive,
-    _profile_option,
     _settings,
     _shrink_timeout_option,
     _validate,
@@ -72,40 +72,28 @@ def _diff_parser(p: argparse.ArgumentParser) -> None:
         default="default",
         help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns",
     )
-    _search_options(p)
-    p.add_argument(
-        "--database",
-        metavar="URL",
-        default=None,
-        help="Hypothesis's example database, a directory or redis://host:port/db, so a "
-        "divergence found once is tried first (default: no database)",
-    )
+    _max_examples_option(p)
     _shrink_timeout_option(p)
     _ci_options(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress, no side-by-side story")
-    p.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
+    _common_options(
+        p,
+        "diff",
+        quiet={"help": "no progress, no side-by-side story"},
+        database={
+            "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
+            "divergence found once is tried first (default: no database)"
+        },
+    )
     p.set_defaults(run=cmd_diff)
 
 
-_VERBOSE = "on bad input, also the traceback of what the SUT raised"
-
-
-def _search_options(p: argparse.ArgumentParser, profile: bool = True) -> None:
-    """``check``'s options for how long and where a search runs, and where reports go;
-    without ``profile`` the caller has its own ``--profile`` and derandomizes."""
-    if profile:
-        _profile_option(p)
-    seed = "the profile's randomness" if profile else "derandomized"
+def _max_examples_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-examples",
         metavar="N",
         type=_positive,
         default=None,
         help="examples to search (default: the profile's budget)",
-    )
-    p.add_argument("--seed", type=int, default=None, help=f"a fixed seed (default: {seed})")
-    p.add_argument(
-        "--report-dir", metavar="DIR", default="peftlife-reports", help="where reports go"
     )
 
 
@@ -156,10 +144,10 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
         result.scenario,
         shrunk.config,
         shrunk.actions,
-        args.seed,
-        args.profile,
-        result.examples_to_find,
-        shrunk.shrink.note,
+        seed=args.seed,
+        profile=args.profile,
+        examples=result.examples_to_find,
+        shrink_note=shrunk.shrink.note,
     )
     dcase = diff_reports.DiffCase(case, args.b, ignore)
     outcome = shrunk.outcome
@@ -255,16 +243,19 @@ def _bisect_parser(p: argparse.ArgumentParser) -> None:
         help="the files of each commit to write, a folder or a file of the repository "
         f"(repeatable; default: {bisect.SCHEDULER_FILES})",
     )
-    p.add_argument(
-        "--profile",
-        metavar="NAME",
-        default="ci",
-        help="settings profile of each commit's search; derandomized unless --seed (default: ci)",
-    )
-    _search_options(p, profile=False)
+    _max_examples_option(p)
     _shrink_timeout_option(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="only the verdict and the report")
-    p.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
+    _common_options(
+        p,
+        "bisect",
+        quiet={"help": "only the verdict and the report"},
+        profile={
+            "default": "ci",
+            "help": "settings profile of each commit's search, derandomized unless --seed "
+            "(default: ci)",
+        },
+        seed={"help": "a fixed seed for each commit's search (default: derandomized)"},
+    )
     p.set_defaults(run=cmd_bisect)
 
 
