@@ -271,7 +271,11 @@ def test_every_command_takes_the_common_options_that_apply_to_it(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     taken = cli.COMMON_OPTIONS[command]
-    positional = ["report.json"] if command == "replay" else []
+    positional = {
+        "replay": ["report.json"],
+        "diff": ["reference", "reference"],
+        "bisect": ["--repo", ".", "--good", "a", "--bad", "b", "--scenario", "default"],
+    }.get(command, [])
     argv = [command, *positional, *(arg for name in taken for arg in COMMON_VALUES[name][0])]
     args = cli._parser().parse_args(argv)
     assert {name: getattr(args, name) for name in taken} == {

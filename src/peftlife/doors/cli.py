@@ -656,6 +656,8 @@ COMMON_OPTIONS: dict[str, tuple[str, ...]] = {
     "explore": ("quiet", "verbose", "report_dir"),
     "replay": ("quiet", "verbose"),
     "mutants": ("quiet", "profile"),
+    "diff": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
+    "bisect": ("quiet", "verbose", "profile", "seed", "report_dir"),
 }
 
 
@@ -870,6 +872,9 @@ def _parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=cmd_scenarios)
     meanings = command("invariants", "list the invariants, each with its meaning")
     meanings.set_defaults(run=cmd_invariants)
+    from peftlife.doors import compare  # diff and bisect; it imports this module's helpers
+
+    compare.add_commands(command)
     return parser
 
 
@@ -896,8 +901,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = _parser()
         if not (argv if argv is not None else sys.argv[1:]):
             raise BadInput(
-                "choose a command: check, mutants, explore, replay, fuzz, scenarios or "
-                "invariants (see --help)"
+                "choose a command: check, diff, bisect, mutants, explore, replay, fuzz, "
+                "scenarios or invariants (see --help)"
             )
         args = parser.parse_args(argv)
         code: int = args.run(args, console)

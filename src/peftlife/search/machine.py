@@ -334,6 +334,7 @@ def search(
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     shrink_timeout: float | None = shrink.DEFAULT_TIMEOUT,
     shrink_progress: Callable[[shrink.ShrinkProgress], None] | None = None,
+    mixin: type | None = None,
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
@@ -342,11 +343,13 @@ def search(
     takes well under a second where Hypothesis's shrink re-runs whole examples
     for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
     ``schedule_deadline`` is how long one call of the scheduler may take;
-    ``shrink_timeout`` and ``shrink_progress`` go to ``minimized``.
+    ``shrink_timeout`` and ``shrink_progress`` go to ``minimized``. ``mixin``, a
+    class put before the machine in its bases, changes what an example does with
+    its actions (``peftlife.search.diff`` runs them on two schedulers).
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
     """
     with _stable_constants(), _digests_once():
-        result = _search(sut_spec, scenario, settings, seed, progress, schedule_deadline)
+        result = _search(sut_spec, scenario, settings, seed, progress, schedule_deadline, mixin)
     if shrink and result.failure is not None:
         smaller = minimized(
             result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
@@ -362,12 +365,13 @@ def _search(
     seed: int | None,
     progress: Callable[[int, int], None] | None,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    mixin: type | None = None,
 ) -> SearchResult:
     base = lifecycle_machine(sut_spec, scenario)
     # A fresh subclass per search: its own counters, its own seed.
     machine: Any = type(
         base.__name__,
-        (base,),
+        (base,) if mixin is None else (mixin, base),
         {
             "coverage": Counter(),
             "examples": 0,
@@ -419,6 +423,7 @@ def hunt(
     seed: int | None = None,
     shrink: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    mixin: type | None = None,
 ) -> SearchResult:
     """Search several scenarios (every shipped one by default) at once, until one fails.
 
@@ -430,6 +435,7 @@ def hunt(
     covers as much as searching each scenario in turn. The result names the
     scenario that caught the failure; ``examples`` and ``examples_to_find`` count
     every scenario's examples, and ``coverage`` adds up every slice's.
+    ``mixin`` is as in ``search``.
 
     >>> from peftlife.search import profiles
     >>> hunt("mutant:no_release_on_suspend", profiles.get("ci")).held
@@ -456,7 +462,8 @@ def hunt(
             for name in open_names:
                 budget = min(SLICE, settings.max_examples - spent[name])
                 part = hypothesis.settings(settings, max_examples=budget)
-                result = _search(sut_spec, name, part, _slice_seed(base, name, turn), tick)
+                seed_of = _slice_seed(base, name, turn)
+                result = _search(sut_spec, name, part, seed_of, tick, mixin=mixin)
                 coverage.update(result.coverage)
                 spent[name] += result.examples
                 if result.failure is not None:

@@ -215,6 +215,8 @@ class _Shrinker:
     # ``time.monotonic()`` past which no verdict is asked for; None for no cap.
     deadline: float | None = None
     progress: Callable[[ShrinkProgress], None] | None = None
+    # In place of the invariant check when given: whether a candidate still fails.
+    predicate: Callable[[EngineConfig, tuple[Action, ...]], bool] | None = None
     replays: int = 0
     steps: int = 0
     hung_replays: int = 0
@@ -242,7 +244,11 @@ class _Shrinker:
         verdict = False
         if can_drain(config, requests):
             self.replays += 1
-            outcome = _outcome(config, actions, self.factory, self.schedule_deadline)
+            outcome = None
+            if self.predicate is not None:
+                verdict = self.predicate(config, actions)
+            else:
+                outcome = _outcome(config, actions, self.factory, self.schedule_deadline)
             if outcome is not None:
                 self.hung_replays += outcome.hung
                 verdict = (
@@ -529,6 +535,7 @@ def minimize(
     hung: bool = False,
     timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[ShrinkProgress], None] | None = None,
+    still_fails: Callable[[EngineConfig, tuple[Action, ...]], bool] | None = None,
 ) -> Shrunk:
     """The smallest world and action list found that still fail on ``invariant``.
 
@@ -536,14 +543,26 @@ def minimize(
     ``hung`` says the search saw the scheduler miss its deadline: the
     confirming replay then already uses the short one. ``timeout`` caps the
     whole shrink in seconds (None or 0: no cap); ``progress`` is told after
-    every replay.
+    every replay. ``still_fails``, when given, says whether a case fails in
+    place of the checked replay on ``invariant`` (``peftlife diff`` shrinks a
+    divergence of two schedulers with it); the order, the passes and the bounds
+    are the same.
     """
     start = time.monotonic()
     short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
-    outcome = _outcome(config, actions, factory, short if hung else schedule_deadline)
-    if outcome is None or not outcome.violations or outcome.violations[0].invariant != invariant:
-        return Shrunk(config, actions, replays=1, steps=1, seconds=time.monotonic() - start)
-    if outcome.hung:
+    if still_fails is not None:
+        outcome = None
+        if not still_fails(config, actions):
+            return Shrunk(config, actions, replays=1, steps=1, seconds=time.monotonic() - start)
+    else:
+        outcome = _outcome(config, actions, factory, short if hung else schedule_deadline)
+        if (
+            outcome is None
+            or not outcome.violations
+            or outcome.violations[0].invariant != invariant
+        ):
+            return Shrunk(config, actions, replays=1, steps=1, seconds=time.monotonic() - start)
+    if outcome is not None and outcome.hung:
         # Every hung replay waits out its deadline: shrink a hang with a short one.
         schedule_deadline = short
     shrinker = _Shrinker(
@@ -554,6 +573,7 @@ def minimize(
         schedule_deadline,
         deadline=start + timeout if timeout else None,
         progress=progress,
+        predicate=still_fails,
     )
     stopped: Stop | None = None
     try:

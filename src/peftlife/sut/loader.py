@@ -5,7 +5,8 @@ A SUT is named by a string, the same at every front door:
 * ``reference``: peftlife's own correct scheduler;
 * ``mutant:NAME``: the reference with one known defect (see ``peftlife.sut.mutants``);
 * ``trtllm:PATH`` or ``trtllm:PATH:ClassName``: TensorRT-LLM's scheduler from a
-  checkout at ``PATH`` (see ``peftlife.sut.adapters.tensorrt_llm``);
+  checkout at ``PATH``, or with no ``PATH`` from the installed package (see
+  ``peftlife.sut.adapters.tensorrt_llm``);
 * ``package.module:attr``: any importable factory ``Environment -> Scheduler``.
 """
 

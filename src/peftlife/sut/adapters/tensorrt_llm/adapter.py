@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from peftlife.sut.adapters.tensorrt_llm.checkout import Checkout
+from peftlife.sut.adapters.tensorrt_llm.checkout import Checkout, installed_package
 from peftlife.sut.adapters.tensorrt_llm.facades import (
     KVCacheManagerV2,
     LlmRequestFacade,
@@ -123,13 +123,16 @@ _CLASS = re.compile(r"^(?P<path>.+):(?P<cls>[A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def load(spec: str) -> TrtllmFactory:
-    """A factory for ``PATH`` or ``PATH:ClassName`` (``~`` expands).
+    """A factory for ``PATH`` or ``PATH:ClassName`` (``~`` expands); with no ``PATH``
+    (``""`` or ``:ClassName``), the installed ``tensorrt_llm`` package's.
 
     >>> load("/nowhere")
     Traceback (most recent call last):
     ...
     peftlife.sut.adapters.tensorrt_llm.checkout.CheckoutError: no scheduler_v2.py at ...
     """
+    if spec == "" or (spec.startswith(":") and _CLASS.match(f"installed{spec}")):
+        return TrtllmFactory(Checkout(installed_package(), spec.removeprefix(":") or None))
     match = _CLASS.match(spec)
     path, class_name = spec, None
     if match and not Path(spec).expanduser().exists():

@@ -60,6 +60,36 @@ def find_scheduler_dir(path: Path) -> Path:
     )
 
 
+def installed_package() -> Path:
+    """The directory of the installed ``tensorrt_llm`` package, found without importing it.
+
+    ``importlib.util.find_spec`` of a top-level name only asks the import
+    system's finders where the package is: its ``__init__`` does not run, so
+    neither torch nor CUDA is loaded. (Asking for a submodule would import
+    its parents, which is why the scheduler folder is joined to the
+    package's locations here instead.)
+    """
+    try:
+        spec = importlib.util.find_spec(standins.ROOT)
+    except (ImportError, ValueError):  # ValueError: a module in sys.modules without a spec
+        spec = None
+    locations = [Path(p) for p in (spec.submodule_search_locations or ())] if spec else []
+    for location in locations:
+        if (location / Path(*SCHEDULER_DIR.parts[1:]) / "scheduler_v2.py").is_file():
+            return location
+    if not locations:
+        raise CheckoutError(
+            "no installed tensorrt_llm package was found on this Python's path: give a "
+            "checkout's path instead, trtllm:PATH (e.g. trtllm:~/src/TensorRT-LLM)"
+        )
+    where = ", ".join(str(p) for p in locations)
+    raise CheckoutError(
+        f"the installed tensorrt_llm package ({where}) has no "
+        f"{Path(*SCHEDULER_DIR.parts[1:]) / 'scheduler_v2.py'}: give a checkout's path instead, "
+        "trtllm:PATH"
+    )
+
+
 def _absolute(module: str | None, level: int) -> str:
     if level == 0:
         return module or ""

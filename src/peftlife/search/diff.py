@@ -1,0 +1,582 @@
+"""Two schedulers on the same traces: the first iteration where they behave differently.
+
+A refactor of a scheduler should not change which requests run, pause or
+resume, nor which KV and PEFT calls it makes. ``peftlife diff A B`` checks that
+the way ``check`` checks one scheduler: the machine generates traces (the same
+rules, the same worlds), and every action goes to two worlds at once, one
+driven by A and one by B. After each executor iteration (the drain's
+included) the two are compared on what the iteration observably did:
+
+* the scheduler's four output lists. ``context`` and ``generation`` are
+  compared as sequences: the spec, like upstream, sorts the batch (adapter,
+  then request id) and the reference does so. ``paused`` and
+  ``recompute_paused`` are compared as sets: the spec leaves their order open
+  and the invariants read all four as sets. A context entry carries its chunk;
+* the scheduler's own KV and PEFT calls (``caller == "scheduler"``), in order,
+  with their arguments and results, and the request fields it wrote;
+* each request's state, prefill and token progress, KV residency in each pool
+  and adapter ownership; a request that ended says how;
+* the engine's own errors (a registration or ``ensure_batch`` that raised),
+  and whether the scheduler gave a readable output at all.
+
+``ignore`` drops parts of that: ``calls`` compares only the lists, states and
+errors (not the calls, nor the fields written); ``order`` compares every list
+as a set and the calls as a multiset.
+
+A divergence is not a verdict on either side. Each side is also checked
+against the invariants on every iteration up to the divergence; an example
+goes on past a broken invariant (the worlds stay comparable), and the first
+violations of each side are kept for the report.
+
+The search is ``peftlife.search.machine``'s, with ``Paired`` mixed into the
+machine; a divergence is shrunk by ``peftlife.search.shrink`` with "still
+diverges" as its predicate.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, ClassVar, Literal
+
+import attrs
+import hypothesis
+
+from peftlife import sut
+from peftlife.checker import drain, invariants
+from peftlife.checker.invariants import Subject, Violation, owned
+from peftlife.search import shrink
+from peftlife.search.machine import (
+    LifecycleFailure,
+    LifecycleMachine,
+    Run,
+    SearchResult,
+    hunt,
+    search,
+)
+from peftlife.search.trace import Action, apply
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
+from peftlife.world.ledger import Call, given
+from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.snapshot import Snapshot
+
+IGNORABLE = ("calls", "order")
+Ignore = Literal["calls", "order"]
+ALL_SCENARIOS = "all"
+
+# The output lists, as the world names them, with how they are compared.
+LISTS = ("context", "generation", "paused", "recompute_paused")
+ORDERED_LISTS = frozenset({"context", "generation"})
+# A request's fields, in the order every rendering shows them.
+REQUEST_FIELDS = ("listed", "state", "prefill", "tokens", "target", "draft", "owns", "calls")
+# The fields that say what became of a request (always compared); "listed" and
+# "calls" are its share of the lists and of the calls, compared through them.
+STATE_FIELDS = ("state", "prefill", "tokens", "target", "draft", "owns")
+
+
+# ---- what one iteration observably does ----
+
+
+@attrs.frozen
+class RequestRow:
+    """One request after an iteration, every field as text (``-`` where it has none)."""
+
+    request_id: int
+    adapter: int | None
+    listed: str = "-"
+    state: str = "-"
+    prefill: str = "-"
+    tokens: str = "-"
+    target: str = "-"
+    draft: str = "-"
+    owns: str = "-"
+    calls: tuple[str, ...] = ()
+
+    def field(self, name: str) -> str:
+        value = getattr(self, name)
+        return ("; ".join(value) or "-") if isinstance(value, tuple) else str(value)
+
+
+@attrs.frozen
+class Observation:
+    """What one executor iteration observably did in one world."""
+
+    iteration: int
+    # The four lists as text, in the world's order; None when the scheduler
+    # gave no readable output (``fault`` says why; ``fault_kind`` is what is compared:
+    # the kind and the exception's type, not a message that names files).
+    lists: tuple[tuple[str, tuple[str, ...]], ...] | None
+    fault: str
+    # The scheduler's KV and PEFT calls, in order, as (request id, text).
+    calls: tuple[tuple[int | None, str], ...]
+    writes: tuple[str, ...]
+    errors: tuple[str, ...]
+    requests: tuple[RequestRow, ...]
+    fault_kind: str = ""
+
+    def request(self, request_id: int) -> RequestRow:
+        for row in self.requests:
+            if row.request_id == request_id:
+                return row
+        return RequestRow(request_id, None)
+
+    def listed(self, name: str) -> tuple[str, ...]:
+        return dict(self.lists or ()).get(name, ())
+
+    @property
+    def output(self) -> str:
+        """The lists as one line, as the stories print them."""
+        if self.lists is None:
+            return f"no readable output ({self.fault})" if self.fault else "no readable output"
+        parts = [f"{name.replace('_', ' ')} [{', '.join(items)}]" for name, items in self.lists]
+        shown = [p for p, (_, items) in zip(parts, self.lists, strict=True) if items]
+        return "; ".join(shown) or "empty"
+
+    @property
+    def call_texts(self) -> tuple[str, ...]:
+        return tuple(text for _, text in self.calls)
+
+
+_WHY = {
+    "failed_grow": "injected grow failure",
+    "refused_resume": "injected resume refusal",
+    "no_device_room": "no device room",
+}
+_SCHEDULER_FAULTS = ("scheduler_raised", "scheduler_hung", "malformed_output")
+
+
+def call_text(call: Call) -> str:
+    """A scheduler call as text: pool, method, request, arguments and result.
+
+    >>> from peftlife.world.ledger import Args
+    >>> call_text(Call(1, "scheduler", "peft", "mark_request_done", 3,
+    ...                args=Args(task_id=1, pause=True)))
+    'mark_request_done(3, pause=True)'
+    """
+    rid = "" if call.request_id is None else str(call.request_id)
+    if call.component == "peft":
+        given_args = given(call.args).items()
+        args = "".join(f", {k}={v}" for k, v in given_args if k != "task_id")
+        result = "" if call.result in (None, "ok", True) else f" → {call.result}"
+        return f"{call.method}({rid}{args}){result}"
+    pool = "" if call.component == "target" else f"{call.component} "
+    tokens = call.facts.num_tokens
+    args = "" if tokens is None else f", {tokens}"
+    why = _WHY.get(str(call.facts.fault), "no room")
+    result = f" → failed ({why})" if call.result is False else ""
+    return f"{pool}{call.method}({rid}{args}){result}"
+
+
+def observe(s: Snapshot) -> Observation:
+    """The observable part of one iteration's snapshot."""
+    step = s.step
+    out = step.output if step else None
+    faults = [e for e in (step.errors if step else ()) if e.kind in _SCHEDULER_FAULTS]
+    fault = faults[0].message if faults else ""
+    fault_kind = f"{faults[0].kind} {faults[0].exception}".strip() if faults else ""
+    lists: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    listed: dict[int, str] = {}
+    if out is not None:
+        items: dict[str, list[str]] = {name: [] for name in LISTS}
+        for v in out.listed:
+            text = str(v.request_id)
+            where = v.output_list.replace("_", " ")
+            if v.output_list == "context" and v.chunk_size != v.context_remaining:
+                chunk = f"chunk {v.chunk_size} of {v.context_remaining}"
+                text, where = f"{text} ({chunk})", f"{where} ({chunk})"
+            items[v.output_list].append(text)
+            listed[v.request_id] = where
+        lists = tuple((name, tuple(items[name])) for name in LISTS)
+    calls = tuple(
+        (c.request_id, call_text(c))
+        for c in (step.calls if step else ())
+        if c.caller == "scheduler"
+    )
+    by_request: dict[int, list[str]] = {}
+    for rid, text in calls:
+        if rid is not None:
+            by_request.setdefault(rid, []).append(text)
+    adapters = {a.task_id: a for a in s.adapters}
+    rows = {
+        v.request_id: RequestRow(
+            v.request_id,
+            v.lora_task_id,
+            listed=listed.get(v.request_id, "-"),
+            state=v.state.name,
+            prefill=f"{v.position}/{v.context_len}",
+            tokens=f"{v.num_generated}/{v.max_new_tokens}",
+            target=v.target.residency.name,
+            draft="-" if v.draft is None else v.draft.residency.name,
+            owns="-" if v.lora_task_id is None else owned(v, adapters),
+            calls=tuple(by_request.get(v.request_id, ())),
+        )
+        for v in s.requests
+    }
+    for rid, outcome in s.ended:
+        rows[rid] = RequestRow(
+            rid,
+            None,
+            listed=listed.get(rid, "-"),
+            state=outcome,
+            calls=tuple(by_request.get(rid, ())),
+        )
+    for rid in (set(listed) | set(by_request)) - set(rows):
+        rows[rid] = RequestRow(
+            rid, None, listed=listed.get(rid, "-"), calls=tuple(by_request.get(rid, ()))
+        )
+    writes = step.writes if step else ()
+    errors = step.errors if step else ()
+    return Observation(
+        iteration=s.iteration,
+        lists=lists,
+        fault=fault,
+        fault_kind=fault_kind,
+        calls=calls,
+        writes=tuple(
+            sorted(f"request {w.request_id} {w.field} {w.before}→{w.after}" for w in writes)
+        ),
+        errors=tuple(
+            sorted(
+                f"{e.kind}({'' if e.request_id is None else e.request_id}) {e.exception}".strip()
+                for e in errors
+                if e.kind not in _SCHEDULER_FAULTS
+            )
+        ),
+        requests=tuple(rows[rid] for rid in sorted(rows)),
+    )
+
+
+def _same(a: Iterable[str], b: Iterable[str], ordered: bool) -> bool:
+    return tuple(a) == tuple(b) if ordered else Counter(a) == Counter(b)
+
+
+def differences(
+    a: Observation | None, b: Observation | None, ignore: Collection[str] = ()
+) -> tuple[str, ...]:
+    """The cells where two observations of one iteration differ, none if they agree.
+
+    A cell is ``output`` (one side gave no readable output), a list name, ``calls``,
+    ``writes``, ``errors``, ``iteration`` (one side ran no such iteration: its
+    drain had ended) or ``request N field``.
+    """
+    if a is None or b is None:
+        return () if a is b else ("iteration",)
+    order = "order" not in ignore
+    calls = "calls" not in ignore
+    cells: list[str] = []
+    if (a.lists is None) != (b.lists is None) or a.fault_kind != b.fault_kind:
+        cells.append("output")
+    for name in LISTS:
+        if not _same(a.listed(name), b.listed(name), order and name in ORDERED_LISTS):
+            cells.append(name)
+    if calls and not _same(a.call_texts, b.call_texts, order):
+        cells.append("calls")
+    if calls and a.writes != b.writes:
+        cells.append("writes")
+    if a.errors != b.errors:
+        cells.append("errors")
+    ids = sorted({r.request_id for r in (*a.requests, *b.requests)})
+    for rid in ids:
+        ra, rb = a.request(rid), b.request(rid)
+        shown = [*STATE_FIELDS, "listed"]
+        cells += [f"request {rid} {f}" for f in shown if ra.field(f) != rb.field(f)]
+        if calls and not _same(ra.calls, rb.calls, order):
+            cells.append(f"request {rid} calls")
+    return tuple(cells)
+
+
+def decides(cells: Iterable[str]) -> bool:
+    """Whether these cells make a divergence (a request's ``listed`` and ``calls``
+    only show where a list or the calls differ)."""
+    return any(not c.endswith((" listed", " calls")) for c in cells)
+
+
+# ---- two worlds in lockstep ----
+
+
+@attrs.frozen
+class Paired:
+    """One iteration in both worlds: the action that ran it (None in the drain),
+    what each side did (None: that side's drain had ended) and the cells that differ."""
+
+    action_index: int | None
+    a: Observation | None
+    b: Observation | None
+    cells: tuple[str, ...]
+
+    @property
+    def iteration(self) -> int:
+        side = self.a or self.b
+        return side.iteration if side is not None else 0
+
+    @property
+    def diverges(self) -> bool:
+        return decides(self.cells)
+
+
+@attrs.frozen
+class PairOutcome:
+    """A trace run on two schedulers: every iteration up to the first divergence."""
+
+    iterations: tuple[Paired, ...]
+    # The first violations each side met, up to the divergence (drain included).
+    violations_a: tuple[Violation, ...]
+    violations_b: tuple[Violation, ...]
+
+    @property
+    def divergence(self) -> Paired | None:
+        last = self.iterations[-1] if self.iterations else None
+        return last if last is not None and last.diverges else None
+
+
+Checker = Callable[[Snapshot], list[Violation]]
+
+
+class Pair:
+    """Two engines run the same actions; each iteration is compared as it happens."""
+
+    def __init__(
+        self,
+        a: Engine,
+        b: Engine,
+        ignore: Collection[str] = (),
+        check_a: Checker = invariants.check,
+        check_b: Checker = invariants.check,
+    ) -> None:
+        self.engines = (a, b)
+        self.ignore = frozenset(ignore)
+        self.checks = (check_a, check_b)
+        self.iterations: list[Paired] = []
+        self.violations: list[tuple[Violation, ...]] = [(), ()]
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.iterations) and self.iterations[-1].diverges
+
+    def act(self, index: int, action: Action) -> bool:
+        """Apply one action to both worlds; True when this iteration diverged."""
+        snapshots = [apply(engine, action) for engine in self.engines]
+        if snapshots[0] is None or snapshots[1] is None:
+            return False
+        return self._compare(index, snapshots[0], snapshots[1])
+
+    def drain(self) -> bool:
+        """Drain both worlds, then compare their iterations in order; True on a divergence."""
+        results = [drain.drain(engine, checker=lambda s: []) for engine in self.engines]
+        a, b = (r.snapshots for r in results)
+        for k in range(max(len(a), len(b))):
+            if self._compare(None, a[k] if k < len(a) else None, b[k] if k < len(b) else None):
+                return True
+        for side, result in enumerate(results):
+            if not self.violations[side] and result.violations:
+                self.violations[side] = result.violations
+        return False
+
+    def outcome(self) -> PairOutcome:
+        return PairOutcome(tuple(self.iterations), *self.violations)
+
+    def _compare(self, index: int | None, a: Snapshot | None, b: Snapshot | None) -> bool:
+        observed = (None if a is None else observe(a), None if b is None else observe(b))
+        for side, snapshot in enumerate((a, b)):
+            if snapshot is not None:
+                found = self.checks[side](snapshot)
+                if found and not self.violations[side]:
+                    self.violations[side] = tuple(found)
+        paired = Paired(index, *observed, differences(*observed, self.ignore))
+        self.iterations.append(paired)
+        return paired.diverges
+
+
+def replay(
+    config: EngineConfig,
+    actions: Iterable[Action],
+    a: SchedulerFactory,
+    b: SchedulerFactory,
+    ignore: Collection[str] = (),
+    *,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+) -> PairOutcome:
+    """Run ``actions`` on A and on B, each in its own world, then drain both; stop at
+    the first iteration that diverges.
+
+    >>> from peftlife.sut.reference import ReferenceScheduler
+    >>> trace = [Action("submit", prompt_len=2, max_new_tokens=1), Action("step")]
+    >>> replay(EngineConfig(), trace, ReferenceScheduler, ReferenceScheduler).divergence
+    """
+    pair = Pair(
+        Engine(config, a, schedule_deadline=schedule_deadline),
+        Engine(config, b, schedule_deadline=schedule_deadline),
+        ignore,
+    )
+    for index, action in enumerate(actions):
+        if pair.act(index, action):
+            break
+    else:
+        pair.drain()
+    return pair.outcome()
+
+
+# ---- the search ----
+
+
+class Diverged(LifecycleFailure):
+    """A finding of the paired machine: the two worlds diverged at ``paired``."""
+
+    INVARIANT = "divergence"
+
+    def __init__(self, run: Run, paired: Paired) -> None:
+        what = Violation(
+            self.INVARIANT,
+            Subject(lead=f"iteration {paired.iteration}"),
+            "the same on both sides",
+            ", ".join(c for c in paired.cells),
+            paired.iteration,
+        )
+        super().__init__([what], run)
+        self.paired = paired
+
+
+class PairedMachine(LifecycleMachine):
+    """Mixed into a lifecycle machine: each action goes to a second world, driven by B.
+
+    The machine's own engine is A's; its invariant checks (and the coverage it
+    counts) go on, but a broken invariant ends nothing: only a divergence does.
+    """
+
+    other: ClassVar[SchedulerFactory]
+    ignore: ClassVar[frozenset[str]] = frozenset()
+    # Side ("A" or "B") to the invariants it broke in some example, over a whole search.
+    broken: ClassVar[dict[str, set[str]]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair: Pair | None = None
+
+    def _paired(self) -> Pair:
+        if self.pair is None:
+            assert self.engine is not None and self.config is not None
+            other = Engine(self.config, type(self).other, schedule_deadline=self.schedule_deadline)
+            self.pair = Pair(self.engine, other, self.ignore, check_a=self._observe)
+        return self.pair
+
+    def _do(self, action: Action) -> None:
+        pair = self._paired()
+        self.actions.append(action)
+        self._label(f"rule: {action.kind}")
+        if pair.act(len(self.actions) - 1, action):
+            raise self._diverged(pair)
+
+    def teardown(self) -> None:
+        if self.engine is None or self.failed:
+            return
+        pair = self._paired()
+        if pair.drain():
+            raise self._diverged(pair)
+        self._note_broken(pair)
+        self._verdict("same")
+
+    def _note_broken(self, pair: Pair) -> None:
+        for side, found in zip("AB", pair.violations, strict=True):
+            if found:
+                self.broken.setdefault(side, set()).add(found[0].invariant)
+
+    def _diverged(self, pair: Pair) -> Diverged:
+        assert self.config is not None
+        self.failed = True
+        cls = type(self)
+        cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
+        run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
+        self._note_broken(pair)
+        self._verdict(Diverged.INVARIANT)
+        return Diverged(run, pair.iterations[-1])
+
+
+def paired_with(other: SchedulerFactory, ignore: Collection[str] = ()) -> type[PairedMachine]:
+    """The mixin that pairs a lifecycle machine with scheduler ``other``."""
+    attributes: dict[str, Any] = {
+        "other": staticmethod(other),
+        "ignore": frozenset(ignore),
+        "broken": {},
+    }
+    return type("Paired", (PairedMachine,), attributes)
+
+
+@attrs.frozen
+class DiffSearch:
+    """How a search for a divergence ended, and the invariants each side broke on the way."""
+
+    result: SearchResult
+    broken: dict[str, frozenset[str]]
+
+    def broken_lines(self, a: str, b: str) -> list[str]:
+        """A line per side that broke an invariant in some example, for the verdict."""
+        return [
+            f"{side} ({spec}) broke {', '.join(sorted(names))} in some examples; "
+            f"'peftlife check --sut {spec}' tells the story"
+            for side, spec in (("A", a), ("B", b))
+            if (names := self.broken.get(side))
+        ]
+
+
+def find(
+    sut_a: str,
+    sut_b: str,
+    scenario: str,
+    settings: hypothesis.settings,
+    *,
+    ignore: Collection[str] = (),
+    seed: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> DiffSearch:
+    """Search traces on which A and B diverge, as ``check`` searches one scheduler;
+    ``scenario`` ``all`` lets every shipped scenario take turns. A divergence is
+    the result's ``failure`` (a ``Diverged``), not yet shrunk."""
+    mixin = paired_with(sut.load(sut_b), ignore)
+    if scenario == ALL_SCENARIOS:
+        result = hunt(sut_a, settings, seed=seed, progress=progress, mixin=mixin)
+    else:
+        result = search(
+            sut_a, scenario, settings, seed=seed, progress=progress, shrink=False, mixin=mixin
+        )
+    return DiffSearch(result, {side: frozenset(names) for side, names in mixin.broken.items()})
+
+
+@attrs.frozen
+class Shrunk:
+    """A divergence made small: its world and actions, their paired replay, and the cost."""
+
+    config: EngineConfig
+    actions: tuple[Action, ...]
+    outcome: PairOutcome
+    shrink: shrink.Shrunk
+
+
+def minimized(
+    failure: LifecycleFailure,
+    sut_b: str,
+    ignore: Collection[str] = (),
+    *,
+    timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    progress: Callable[[shrink.ShrinkProgress], None] | None = None,
+) -> Shrunk:
+    """The shortest trace the shrinker finds on which A and B still diverge."""
+    run = failure.run
+    a, b = sut.load(run.sut), sut.load(sut_b)
+
+    def still_diverges(config: EngineConfig, actions: tuple[Action, ...]) -> bool:
+        try:
+            return replay(config, actions, a, b, ignore).divergence is not None
+        except ValueError:
+            return False  # a variation that is not a valid world or request
+
+    found = shrink.minimize(
+        run.config,
+        run.actions,
+        a,
+        Diverged.INVARIANT,
+        timeout=timeout,
+        progress=progress,
+        still_fails=still_diverges,
+    )
+    outcome = replay(found.config, found.actions, a, b, ignore)
+    return Shrunk(found.config, found.actions, outcome, found)
