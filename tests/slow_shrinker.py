@@ -7,6 +7,7 @@ one that sleeps for an hour, as a shrinker stuck on a hard finding would.
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from typing import Any
 
@@ -20,5 +21,8 @@ def _never_done(*_args: Any, **_kwargs: Any) -> Any:
 
 
 assert hasattr(shrink, "minimize"), "the shrinker's entry point moved: patch the new one"
-shrink.minimize = _never_done
+# Only in the campaign's spawned worker: imported anywhere else (the campaign's parent
+# wiring the SUT, a collector) it would make every later shrink in that process hang.
+if multiprocessing.parent_process() is not None:
+    shrink.minimize = _never_done
 factory = sut.load("mutant:no_release_on_suspend")

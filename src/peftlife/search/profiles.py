@@ -20,7 +20,11 @@ NAMES = ("peftlife-dev", "peftlife-ci", "peftlife-nightly")
 SHORT = {name.removeprefix("peftlife-"): name for name in NAMES}
 
 # A stateful example builds a world and drains it; slow data generation is expected.
+# Built on Hypothesis's own defaults, not on whatever profile is loaded: under a CI
+# environment variable Hypothesis loads its "ci" profile (derandomized, no database),
+# which would otherwise turn peftlife's dev and nightly profiles into that too.
 _BASE = settings(
+    settings.get_profile("default"),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
