@@ -30,7 +30,7 @@ from peftlife import lifecycle_machine
 TestBad = lifecycle_machine("mutant:{MUTANT}", "{SCENARIO}").TestCase
 TestBad.settings = settings(
     max_examples=20,
-    stateful_step_count=6,
+    stateful_step_count=10,
     derandomize=True,
     database=None,
     deadline=None,

@@ -68,8 +68,8 @@ class ExitsInsidePass(ReferenceScheduler):
 
 
 class WarmsUncachedAdapters(ReferenceScheduler):
-    """Registers waiting requests whose adapter is not in the host cache, to warm it;
-    for one that carries no weights ``add_request_peft`` raises, and nothing catches it."""
+    """Registers waiting requests that carry no weights for an adapter missing from the
+    host cache, to warm it: ``add_request_peft`` raises, and nothing catches it."""
 
     def schedule_request(
         self, active_requests: list[Request], inflight_request_ids: set[int]
@@ -77,7 +77,8 @@ class WarmsUncachedAdapters(ReferenceScheduler):
         peft = self.peft
         for req in active_requests:
             task = req.lora_task_id
-            if peft is not None and task is not None and task not in peft.host_cache:
+            uncached = task is not None and not req.lora_weights
+            if peft is not None and uncached and task not in peft.host_cache:
                 peft.add_request_peft(req)
         return super().schedule_request(active_requests, inflight_request_ids)
 

@@ -38,7 +38,7 @@ import pytest
 
 from peftlife import reports, sut
 from peftlife.search import database, profiles, scenarios, session, shrink
-from peftlife.search.machine import LifecycleFailure, SearchResult, minimized, search
+from peftlife.search.machine import LifecycleFailure, SearchResult, minimized, session_search
 
 DEFAULT_REPORT_DIR = "peftlife-reports"
 _OPTIONS = {
@@ -203,11 +203,9 @@ def peftlife_search(
     def run(
         sut_spec: str | None = None, scenario: str | None = None, seed: int | None = None
     ) -> SearchResult:
-        name = session.current().profile or profiles.default_name()
-        result = search(
+        result = session_search(
             sut_spec or peftlife_sut or "reference",
             scenario or peftlife_scenario or "default",
-            profiles.for_search(profiles.get(name)),
             seed=seed,
         )
         if result.failure is not None:

@@ -27,11 +27,10 @@ from typing import Any, ClassVar
 import attrs
 import hypothesis
 from hypothesis import Phase, event
+from hypothesis import strategies as st
 from hypothesis.stateful import (
-    Bundle,
     RuleBasedStateMachine,
     initialize,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -132,6 +131,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     progress: ClassVar[Callable[[int, int], None] | None] = None
     iterations: ClassVar[int] = 0
     examples_to_first_failure: ClassVar[int] = 0
+    # The first finding of this search, kept even when Hypothesis drops its example
+    # (one it had already marked invalid) or reports a later one instead.
+    first_failure: ClassVar[LifecycleFailure | None] = None
     # Seconds the scheduler's code may take per call before it is a hang.
     schedule_deadline: ClassVar[float | None] = DEFAULT_SCHEDULE_DEADLINE
     # True on the fresh subclass each ``search`` makes, whose class state dies with it.
@@ -157,6 +159,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self._verdict(violations[0].invariant)
         failure = LifecycleFailure(violations, run)
         failure.hung = self.hung
+        cls.first_failure = cls.first_failure or failure
         return failure
 
     def _verdict(self, verdict: str) -> None:
@@ -212,8 +215,10 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would
-        # replace the first finding with a later one.
-        if self.engine is None or self.failed:
+        # replace the first finding with a later one. It also tears down an example
+        # it has aborted (out of choices, or a rejected draw): that trace is not a
+        # lifecycle, and a violation its drain found would be dropped unreported.
+        if self.engine is None or self.failed or sys.exc_info()[1] is not None:
             return
         # Every example ends with the drain; a replay runs it again after the actions.
         result = drain.drain(self.engine, checker=self._observe)
@@ -233,9 +238,9 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     factory = sut.wired(sut_spec)
     s = scenarios.load(scenario)
 
+    # Every rule is valid in every state (no precondition, no bundle to draw from),
+    # so Hypothesis never rejects an example for an unlucky choice of rules.
     class Machine(LifecycleMachine):
-        requests = Bundle("requests")
-
         @initialize(config=s.worlds())
         def build_world(self, config: EngineConfig) -> None:
             self.config = config
@@ -245,22 +250,23 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
             if cls.progress is not None:
                 cls.progress(cls.examples, cls.iterations)
 
-        @precondition(lambda self: self.submitted < s.max_requests)
         @rule(
-            target=requests,
             adapter=s.adapter_choice(),
             weights=s.carries_weights(),
             prompt_len=s.prompt_len.strategy(at_least=1),
             max_new_tokens=s.max_new_tokens.strategy(at_least=1),
         )
-        def submit(self, adapter: int, weights: bool, prompt_len: int, max_new_tokens: int) -> int:
+        def submit(self, adapter: int, weights: bool, prompt_len: int, max_new_tokens: int) -> None:
             assert self.engine is not None
+            if self.submitted >= s.max_requests:
+                # Past the scenario's cap a submit runs the executor once instead.
+                self._do(Action("step"))
+                return
             ids = self.engine.adapter_ids
             # Adapter indices wrap onto the adapters this world has; 0 is none.
             task = None if adapter == 0 else ids[(adapter - 1) % len(ids)]
             self.submitted += 1
             self._do(Action("submit", None, task, weights, prompt_len, max_new_tokens))
-            return self.submitted
 
         @rule(steps=s.steps_per_rule.strategy(at_least=1))
         def step(self, steps: int) -> None:
@@ -269,9 +275,13 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
 
         if s.cancel:
 
-            @rule(request=requests)
-            def cancel(self, request: int) -> None:
-                self._do(Action("cancel", request_id=request))
+            @rule(back=st.integers(min_value=0, max_value=7))
+            def cancel(self, back: int) -> None:
+                # Counted back from the latest request (ids are 1, 2, ... in order of
+                # submission); before any submit there is nothing to cancel.
+                if self.submitted:
+                    request = self.submitted - back % self.submitted
+                    self._do(Action("cancel", request_id=request))
 
         if s.refuse_resume:
 
@@ -377,6 +387,7 @@ def _search(
             "examples": 0,
             "iterations": 0,
             "examples_to_first_failure": 0,
+            "first_failure": None,
             "progress": None if progress is None else staticmethod(progress),
             "schedule_deadline": schedule_deadline,
             "own_search": True,
@@ -397,6 +408,13 @@ def _search(
             run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
         failure = found
+    except unittest.SkipTest:
+        # Hypothesis's word for "ran nothing": a replay of saved examples found none.
+        if Phase.generate in run_settings.phases:
+            raise
+    # The first finding wins: Hypothesis may have dropped it (its example was already
+    # aborted when the drain found it) or report another after it.
+    failure = machine.first_failure or failure
     return SearchResult(
         sut_spec,
         scenario,
@@ -432,10 +450,12 @@ def hunt(
     one scenario reaches is found after a few rounds instead of after every
     scenario before it in the list has spent its whole budget. Each scenario
     still gets the profile's ``max_examples`` when nothing fails, so a hunt
-    covers as much as searching each scenario in turn. The result names the
-    scenario that caught the failure; ``examples`` and ``examples_to_find`` count
-    every scenario's examples, and ``coverage`` adds up every slice's.
-    ``mixin`` is as in ``search``.
+    covers as much as searching each scenario in turn. Before any slice, every
+    scenario replays the failures its example database holds (a campaign's, or an
+    earlier run's), so a saved finding is met first wherever its scenario sits in
+    the list. The result names the scenario that caught the failure;
+    ``examples``, ``examples_to_find`` and ``iterations`` count every scenario's,
+    and ``coverage`` adds up every slice's. ``mixin`` is as in ``search``.
 
     >>> from peftlife.search import profiles
     >>> hunt("mutant:no_release_on_suspend", profiles.get("ci")).held
@@ -445,16 +465,37 @@ def hunt(
     base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
     spent = dict.fromkeys(names, 0)
     coverage: Counter[str] = Counter()
-    examples = 0
-    iterations = [0, 0]  # before this slice, and within it
+    done = SearchResult(sut_spec, ",".join(names), None, 0, 0, 0.0, coverage)
     start = time.perf_counter()
 
     def tick(slice_examples: int, slice_iterations: int) -> None:
-        iterations[1] = slice_iterations
         if progress is not None:
-            progress(examples + slice_examples, iterations[0] + slice_iterations)
+            progress(done.examples + slice_examples, done.iterations + slice_iterations)
+
+    def run(name: str, part: hypothesis.settings, seed_of: int | None) -> SearchResult:
+        """One slice, added to what ran before it."""
+        nonlocal done
+        result = _search(sut_spec, name, part, seed_of, tick, mixin=mixin)
+        coverage.update(result.coverage)
+        spent[name] += result.examples
+        done = SearchResult(
+            sut_spec,
+            name if result.failure else done.scenario,
+            result.failure,
+            done.examples + result.examples,
+            done.examples + (result.examples_to_find if result.failure else result.examples),
+            time.perf_counter() - start,
+            coverage,
+            done.iterations + result.iterations,
+        )
+        return result
 
     with _stable_constants(), _digests_once():
+        if settings.database is not None and Phase.reuse in settings.phases:
+            saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
+            for name in names:
+                if run(name, saved_only, None).failure is not None:
+                    return _shrunk(done, shrink)
         for turn in itertools.count():
             open_names = [n for n in names if spent[n] < settings.max_examples]
             if not open_names:
@@ -462,28 +503,18 @@ def hunt(
             for name in open_names:
                 budget = min(SLICE, settings.max_examples - spent[name])
                 part = hypothesis.settings(settings, max_examples=budget)
-                seed_of = _slice_seed(base, name, turn)
-                result = _search(sut_spec, name, part, seed_of, tick, mixin=mixin)
-                coverage.update(result.coverage)
-                spent[name] += result.examples
+                result = run(name, part, _slice_seed(base, name, turn))
                 if result.failure is not None:
-                    failure = minimized(result.failure) if shrink else result.failure
-                    return SearchResult(
-                        sut_spec,
-                        name,
-                        failure,
-                        examples + result.examples,
-                        examples + result.examples_to_find,
-                        time.perf_counter() - start,
-                        coverage,
-                    )
-                examples += result.examples
-                iterations[:] = [iterations[0] + iterations[1], 0]
+                    return _shrunk(done, shrink)
                 # A slice that ran nothing (every draw rejected) must still end the turns.
                 spent[name] += result.examples == 0 and budget
-    return SearchResult(
-        sut_spec, ",".join(names), None, examples, examples, time.perf_counter() - start, coverage
-    )
+    return attrs.evolve(done, scenario=",".join(names), seconds=time.perf_counter() - start)
+
+
+def _shrunk(result: SearchResult, shrink: bool) -> SearchResult:
+    if not shrink or result.failure is None:
+        return result
+    return attrs.evolve(result, failure=minimized(result.failure))
 
 
 def _slice_seed(base: int, scenario: str, turn: int) -> int:
@@ -546,13 +577,10 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
 
         def runTest(self) -> None:
             options = session.current()
-            profile = self.settings or profiles.get(options.profile or profiles.default_name())
-            result = search(
+            result = session_search(
                 options.sut or machine.sut_spec,
                 options.scenario or machine.scenario_spec,
-                profiles.for_search(profile, database=options.database),
-                shrink_timeout=options.shrink_timeout,
-                shrink_progress=options.shrink_progress,
+                self.settings,
             )
             if result.failure is not None:
                 raise result.failure
@@ -560,6 +588,32 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
     LifecycleTestCase.__name__ = f"{machine.__name__}.TestCase"
     LifecycleTestCase.__qualname__ = LifecycleTestCase.__name__
     return LifecycleTestCase
+
+
+def session_search(
+    sut_spec: str,
+    scenario: str,
+    settings: hypothesis.settings | None = None,
+    *,
+    seed: int | None = None,
+) -> SearchResult:
+    """Search under the session's options (``peftlife.search.session``), shrink included.
+
+    Their profile applies unless ``settings`` are given; their example database,
+    shrink cap and shrink progress always do. Every pytest door (a machine's
+    ``TestCase``, the ``peftlife_search`` fixture) searches through here, so they
+    share findings.
+    """
+    options = session.current()
+    profile = settings or profiles.get(options.profile or profiles.default_name())
+    return search(
+        sut_spec,
+        scenario,
+        profiles.for_search(profile, database=options.database),
+        seed=seed,
+        shrink_timeout=options.shrink_timeout,
+        shrink_progress=options.shrink_progress,
+    )
 
 
 @contextmanager
