@@ -47,7 +47,8 @@ from peftlife.search import explore, profiles, scenarios
 from peftlife.search.machine import hunt, lifecycle_machine, minimized
 from peftlife.search.trace import checked_replay
 from peftlife.sut.mutants import CATALOGUE
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, Scheduler
 from peftlife.world.snapshot import Snapshot
 

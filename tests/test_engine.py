@@ -16,7 +16,8 @@ import pytest
 from peftlife.checker.invariants import check
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.kv import Residency
 from peftlife.world.protocol import Environment, SchedulerOutput
 from peftlife.world.request import LlmRequestState, Request

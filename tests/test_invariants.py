@@ -17,7 +17,8 @@ import pytest
 from peftlife.checker.drain import DrainResult, _drained_empty, can_drain, drain, drain_bound
 from peftlife.checker.invariants import INVARIANTS, Subject, Violation, check, expected_ownership
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
 from peftlife.world.ledger import Args, Call, Caller, Component, Facts
 from peftlife.world.peft import CacheEntryView

@@ -552,7 +552,8 @@ def check(snapshot: Snapshot) -> list[Violation]:
     """Every invariant of a snapshot: the step's faults first, then spec order.
 
     >>> from peftlife.sut.reference import ReferenceScheduler
-    >>> from peftlife.world.engine import Engine, EngineConfig
+    >>> from peftlife.world.config import EngineConfig
+    >>> from peftlife.world.engine import Engine
     >>> engine = Engine(EngineConfig(), ReferenceScheduler)
     >>> check(engine.step())
     []
