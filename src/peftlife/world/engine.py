@@ -24,6 +24,7 @@ import attrs
 from peftlife.world.config import EngineConfig
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
+from peftlife.world.output import Lists, read_lists, record_output, runnable
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
 from peftlife.world.protocol import (
     STATELESS_DECLARATION,
@@ -35,11 +36,8 @@ from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, LlmRequestState, R
 from peftlife.world.snapshot import (
     AdapterView,
     FieldWrite,
-    ListedView,
     LoraCacheView,
     Outcome,
-    OutputList,
-    OutputRecord,
     RequestView,
     ScheduledView,
     Snapshot,
@@ -47,12 +45,6 @@ from peftlife.world.snapshot import (
     StepRecord,
 )
 from peftlife.world.watchdog import WATCHDOG, SchedulerHung
-
-# The state a request must be in to run in each batch list.
-_LIST_STATE = {
-    "context": LlmRequestState.CONTEXT_INIT,
-    "generation": LlmRequestState.GENERATION_IN_PROGRESS,
-}
 
 
 def _raised(what: str, err: BaseException) -> StepError:
@@ -323,11 +315,20 @@ class Engine:
         lists, error = self._schedule()
         if error is not None:
             errors.append(error)
-        record = None if lists is None else self._record_output(lists, before)
+        record = None
+        if lists is not None:
+            record = record_output(
+                lists,
+                before,
+                live=self._requests,
+                target=self.kv_cache_manager,
+                draft=self.draft_kv_cache_manager,
+                config=self.config,
+            )
 
         batch_ran = False
         after_prepare: tuple[ScheduledView, ...] = ()
-        if lists is not None and record is not None and self._runnable(record):
+        if lists is not None and record is not None and runnable(record):
             generation = lists["generation"]
             self._as("prepare_resources")
             context, ensure_error = self._prepare_resources(lists["context"], generation, errors)
@@ -360,7 +361,7 @@ class Engine:
     def _as(self, caller: Caller) -> None:
         self.ledger.caller = caller
 
-    def _schedule(self) -> tuple[dict[OutputList, list[Request]] | None, StepError | None]:
+    def _schedule(self) -> tuple[Lists | None, StepError | None]:
         """Ask the scheduler; return its four lists, or a finding."""
         if self.scheduler is None:
             return None, self._factory_error
@@ -376,7 +377,7 @@ class Engine:
             return None, found.error
         finally:
             self._writes = self._undo_writes(active, before)
-        lists = self._read_lists(output)
+        lists = read_lists(output, self._requests, self._next_id)
         if isinstance(lists, StepError):
             return None, lists
         return lists, None
@@ -451,105 +452,6 @@ class Engine:
             request_id=last.request_id,
             exception=type(err).__name__,
             registered_before=bool(last.facts.registered_before),
-        )
-
-    _NAMES: tuple[tuple[OutputList, str], ...] = (
-        ("context", "context_requests"),
-        ("generation", "generation_requests"),
-        ("paused", "paused_requests"),
-        ("recompute_paused", "recompute_paused_requests"),
-    )
-
-    def _read_lists(self, output: object) -> dict[OutputList, list[Request]] | StepError:
-        """The four lists, or a finding if the output cannot be read as a SchedulerOutput."""
-        lists: dict[OutputList, list[Request]] = {}
-        for key, attr in self._NAMES:
-            if not hasattr(output, attr):
-                what = "None" if output is None else f"a {type(output).__name__}"
-                return StepError(
-                    "malformed_output",
-                    f"schedule_request returned {what}, not a SchedulerOutput: it has no "
-                    f"{attr} attribute (nor the other three lists)",
-                )
-            value = getattr(output, attr)
-            if not isinstance(value, list | tuple):
-                return StepError(
-                    "malformed_output",
-                    f"schedule_request returned {type(output).__name__} whose {attr} is "
-                    f"{type(value).__name__}, not a list of requests",
-                )
-            for item in value:
-                known = isinstance(item, Request) and self._known(item)
-                if not known:
-                    what = (
-                        f"request {item.request_id}, which this engine never submitted"
-                        if isinstance(item, Request)
-                        else f"a {type(item).__name__}"
-                    )
-                    return StepError(
-                        "malformed_output",
-                        f"{attr} holds {what}",
-                        request_id=item.request_id if isinstance(item, Request) else None,
-                    )
-            lists[key] = list(value)
-        return lists
-
-    def _known(self, req: Request) -> bool:
-        live = self._requests.get(req.request_id)
-        return live is req or (live is None and 0 < req.request_id < self._next_id)
-
-    def _record_output(
-        self, lists: dict[OutputList, list[Request]], before: dict[int, tuple[bool, bool]]
-    ) -> OutputRecord:
-        listed = []
-        for key, _attr in self._NAMES:
-            for req in lists[key]:
-                live = req.request_id in self._requests
-                draft = self.draft_kv_cache_manager
-                listed.append(
-                    ListedView(
-                        request_id=req.request_id,
-                        output_list=key,
-                        live=live,
-                        schedulable=live and req.is_schedulable,
-                        state=req.state,
-                        started=req.is_started,
-                        target=self.kv_cache_manager.residency(req.request_id),
-                        draft=None if draft is None else draft.residency(req.request_id),
-                        chunk_size=req.context_chunk_size if key == "context" else 0,
-                        context_remaining=req.context_remaining_length if key == "context" else 0,
-                        started_before=before.get(req.request_id, (False, False))[0],
-                        cache_before=before.get(req.request_id, (False, False))[1],
-                    )
-                )
-        return OutputRecord(
-            context=tuple(r.request_id for r in lists["context"]),
-            generation=tuple(r.request_id for r in lists["generation"]),
-            paused=tuple(r.request_id for r in lists["paused"]),
-            recompute_paused=tuple(r.request_id for r in lists["recompute_paused"]),
-            listed=tuple(listed),
-            max_batch_size=self.config.max_batch_size,
-            max_num_tokens=self.config.max_num_tokens,
-            chunking=self.config.enable_chunked_context,
-        )
-
-    @staticmethod
-    def _runnable(record: OutputRecord) -> bool:
-        """Whether the batch can be run at all; the checker says what is wrong with it."""
-        ids = [v.request_id for v in record.listed]
-        return (
-            len(ids) == len(set(ids))
-            and all(v.live and v.schedulable for v in record.listed)
-            and all(
-                0 < v.chunk_size <= v.context_remaining
-                for v in record.listed
-                if v.output_list == "context"
-            )
-            and all(
-                v.state is _LIST_STATE[v.output_list]
-                for v in record.listed
-                if v.output_list in _LIST_STATE
-            )
         )
 
     def _prepare_resources(
