@@ -486,18 +486,19 @@ class Engine:
     ) -> tuple[ScheduledView, ...]:
         peft = self.peft_cache_manager
         draft = self.draft_kv_cache_manager
+        scheduled = (*context, *generation)
+        # Each adapter's owners copied once, not once per request: a batch on few
+        # adapters would otherwise cost batch size x owners per adapter.
+        tasks = {r.lora_task_id for r in scheduled if r.lora_task_id is not None}
+        active = {} if peft is None else {t: peft.active_requests(t) for t in tasks}
         views = []
-        for req in (*context, *generation):
+        for req in scheduled:
             task = req.lora_task_id
             views.append(
                 ScheduledView(
                     request_id=req.request_id,
                     lora_task_id=task,
-                    owned_active=(
-                        peft is not None
-                        and task is not None
-                        and req.request_id in peft.active_requests(task)
-                    ),
+                    owned_active=task is not None and req.request_id in active.get(task, ()),
                     target=self.kv_cache_manager.view(req.request_id),
                     draft=None if draft is None else draft.view(req.request_id),
                     tokens_needed=(
