@@ -30,7 +30,7 @@ from peftlife.search import scenarios
 from peftlife.search.machine import lifecycle_machine
 from peftlife.search.trace import Action
 from peftlife.sut import wiring
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 
 pytest_plugins = ["pytester"]
 

@@ -20,7 +20,8 @@ from peftlife.search import profiles
 from peftlife.search.explore import explore
 from peftlife.search.machine import search
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.protocol import SchedulerOutput
 
 

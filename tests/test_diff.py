@@ -27,7 +27,7 @@ from peftlife.reports import diff as diff_reports
 from peftlife.search import diff, profiles
 from peftlife.search.trace import Action
 from peftlife.sut.mutants import CATALOGUE
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 from peftlife.world.protocol import Environment, SchedulerOutput
 from peftlife.world.request import Request
 

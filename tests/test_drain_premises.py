@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from peftlife.checker.drain import can_drain, drain, drain_premise_broken
 from peftlife.search import scenarios
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 
 Requests = list[tuple[int | None, int, int]]
 

@@ -16,7 +16,8 @@ import pytest
 from peftlife.checker.invariants import check
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.kv import Residency
 from peftlife.world.protocol import Environment, SchedulerOutput
 from peftlife.world.request import LlmRequestState, Request
@@ -705,6 +706,31 @@ def test_world_view_ignores_the_clock_and_the_step() -> None:
     last = snaps[-1]
     assert last.requests == () and last.world().step is None
     assert last.world() == attrs.evolve(snaps[-2], iteration=0, ended=(), step=None)
+
+
+@pytest.mark.parametrize("batch", [2, 8])
+def test_a_step_copies_each_adapters_owners_a_fixed_number_of_times(
+    batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not once per scheduled request: a batch on one adapter would cost batch x owners."""
+    engine = make(device_pages=4 * batch, max_batch_size=batch, adapter_pages=((1, 1),))
+    for _ in range(batch):
+        engine.submit(prompt_len=4, max_new_tokens=100, lora_task_id=1, lora_weights=True)
+    step(engine)
+    peft = engine.peft_cache_manager
+    assert peft is not None
+    copies: list[int] = []
+    owners = peft.active_requests
+
+    def counted(task_id: int) -> frozenset[int]:
+        copies.append(task_id)
+        return owners(task_id)
+
+    monkeypatch.setattr(peft, "active_requests", counted)
+    snap = step(engine)
+    assert snap.step is not None and len(snap.step.after_prepare) == batch
+    # One for the scheduled views, one for the snapshot.
+    assert copies == [1, 1]
 
 
 # ---- submit validation ----

@@ -31,7 +31,7 @@ from peftlife.reports import Case, load_json, replay, to_json, write
 from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
 from peftlife.search.shrink import ShrinkProgress
 from peftlife.search.trace import Action
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 
 TESTS = Path(__file__).parent
 MUTANT = "mutant:no_release_on_suspend"

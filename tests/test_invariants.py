@@ -17,9 +17,11 @@ import pytest
 from peftlife.checker.drain import DrainResult, _drained_empty, can_drain, drain, drain_bound
 from peftlife.checker.invariants import INVARIANTS, Subject, Violation, check, expected_ownership
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
 from peftlife.world.ledger import Args, Call, Caller, Component, Facts
+from peftlife.world.output import runnable
 from peftlife.world.peft import CacheEntryView
 from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import LlmRequestState
@@ -1084,6 +1086,39 @@ def test_recompute_paused_must_have_started_or_held_a_cache(
         assert v.found == "one that was neither"
     else:
         assert_clean("output_lists_well_formed", s)
+
+
+@pytest.mark.parametrize(
+    ("views", "runs"),
+    [
+        ((listed(1, "generation"), listed(1, "generation")), False),
+        ((listed(1, "generation", live=False),), False),
+        ((listed(2, "context", chunk_size=0),), False),
+        ((listed(2, "context", state=GEN),), False),
+        ((listed(1, "generation", state=CTX),), False),
+        ((listed(1, "paused", target=ACTIVE),), True),
+        ((listed(1, "recompute_paused", target=SUSPENDED),), True),
+        ((listed(1, "generation"), listed(2, "context", chunk_size=1)), True),
+    ],
+    ids=[
+        "twice",
+        "not live",
+        "empty chunk",
+        "context state",
+        "generation state",
+        "paused active",
+        "recompute-paused with KV",
+        "over budget",
+    ],
+)
+def test_the_engine_refuses_only_a_batch_it_cannot_run(
+    views: tuple[ListedView, ...], runs: bool
+) -> None:
+    """Every flaw is a violation of invariant 8; the engine still runs a batch whose
+    flaws leave each request runnable (world/output.py holds the rules for both)."""
+    record = attrs.evolve(output(*views), max_batch_size=1)
+    assert runnable(record) is runs
+    assert run("output_lists_well_formed", with_step(baseline(), output=record))
 
 
 # ---- 8b. the scheduler writes only what is its own ----

@@ -19,7 +19,8 @@ import pytest
 
 from peftlife.checker.invariants import check
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.kv import Residency
 from peftlife.world.ledger import Call
 from peftlife.world.request import LlmRequestState

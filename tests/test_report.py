@@ -27,7 +27,7 @@ from rich.console import Console
 from peftlife import reports as report
 from peftlife.reports import Case, Outcome, ReportError, Step
 from peftlife.search.trace import Action
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("PEFTLIFE_REGEN_GOLDEN") == "1"

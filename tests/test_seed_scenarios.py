@@ -33,7 +33,8 @@ from peftlife.checker.drain import DrainResult, can_drain, drain
 from peftlife.checker.invariants import Violation, check, ownership_follows_residency
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.kv import KVCacheManager, Residency
 from peftlife.world.ledger import Args, Facts, given
 from peftlife.world.protocol import SchedulerFactory

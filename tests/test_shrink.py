@@ -11,7 +11,7 @@ from peftlife.search import shrink
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut import load
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 
 MUTANT = load("mutant:no_release_on_suspend")
 SUBMIT = Action("submit", lora_task_id=1, lora_weights=True, prompt_len=6, max_new_tokens=4)

@@ -24,7 +24,7 @@ from peftlife.search.machine import LifecycleFailure, Run, minimized, search
 from peftlife.search.trace import KINDS, Action, Outcome, checked_replay
 from peftlife.sut import load
 from peftlife.sut.mutants import CATALOGUE
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 
 X = Action("submit", lora_task_id=1, prompt_len=2, max_new_tokens=1)
 Y = Action("submit", lora_task_id=1, prompt_len=1, max_new_tokens=3)

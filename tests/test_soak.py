@@ -12,7 +12,8 @@ import random
 from peftlife.checker.drain import drain
 from peftlife.checker.invariants import check
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 
 ITERATIONS = 3000
 

@@ -38,7 +38,7 @@ from peftlife.reports import Case, Outcome, Step, story
 from peftlife.reports.case import replay
 from peftlife.reports.html import render_html
 from peftlife.search.trace import Action, Entry
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 from peftlife.world.snapshot import Snapshot
 
 STEP = Case("reference", "default", EngineConfig(), (Action("step"),))

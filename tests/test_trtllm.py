@@ -27,7 +27,8 @@ from peftlife.doors import cli
 from peftlife.search import profiles, scenarios
 from peftlife.search.machine import hunt, search
 from peftlife.sut.adapters.tensorrt_llm import facades, standins
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 
 FAKES = Path(__file__).parent / "fake_trtllm"
 CHECKOUT = FAKES / "checkout"
@@ -59,7 +60,8 @@ def test_loading_and_running_needs_no_torch_and_leaves_no_tensorrt_llm_module() 
     code = f"""
 import sys
 from peftlife.sut import load
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 engine = Engine(EngineConfig(adapter_pages=((1, 2),)), load({DEFECTIVE!r}))
 rid = engine.submit(lora_task_id=1, lora_weights=True, prompt_len=4, max_new_tokens=2)
 steps = [engine.step() for _ in range(3)]

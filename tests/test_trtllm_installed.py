@@ -20,7 +20,8 @@ import pytest
 
 from peftlife import sut
 from peftlife.doors import cli
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 
 CHECKOUT = Path(__file__).parent / "fake_trtllm" / "checkout" / "tensorrt_llm"
 SCHEDULER = Path("_torch", "pyexecutor", "scheduler")

@@ -5,7 +5,8 @@ from importlib.metadata import version as _version
 from peftlife.reports import CaseFailed, check_case
 from peftlife.search.machine import LifecycleFailure, lifecycle_machine
 from peftlife.sut.reference import ReferenceScheduler
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, Scheduler, SchedulerConfig, SchedulerOutput
 from peftlife.world.request import LlmRequestState, Request
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 import attrs
 
 from peftlife.checker.invariants import Subject, Violation, check, kept
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.protocol import STATELESS_DECLARATION
 from peftlife.world.snapshot import Snapshot, StepError
 

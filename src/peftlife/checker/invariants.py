@@ -14,9 +14,10 @@ from contextvars import ContextVar
 
 import attrs
 
+from peftlife.world import output
 from peftlife.world.kv import Residency
 from peftlife.world.ledger import Call
-from peftlife.world.snapshot import AdapterView, OutputRecord, RequestView, Snapshot
+from peftlife.world.snapshot import AdapterView, RequestView, Snapshot
 
 
 @attrs.frozen
@@ -355,81 +356,22 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
     out = s.step.output if s.step else None
     if out is None:
         return
-    seen: dict[int, str] = {}
-
-    def bad(rid: int, expected: str, found: str) -> Violation:
-        return Violation("output_lists_well_formed", Subject((rid,)), expected, found, s.iteration)
-
-    for v in out.listed:
-        rid, where = v.request_id, v.output_list
-        if rid in seen:
-            yield bad(rid, "at most one place in the output", f"in {seen[rid]} and {where}")
-        seen[rid] = where
-        if not (v.live and v.schedulable):
-            yield bad(rid, f"only live, schedulable requests in {where}", "one that is not")
-            continue
-        if where == "context" and not (
-            v.state.name == "CONTEXT_INIT" and 0 < v.chunk_size <= v.context_remaining
-        ):
-            yield bad(
-                rid,
-                f"a context request with 0 < context_chunk_size <= {v.context_remaining}",
-                f"state {v.state.name}, chunk {v.chunk_size}",
-            )
-        if where == "generation" and v.state.name != "GENERATION_IN_PROGRESS":
-            yield bad(rid, "generation requests in GENERATION_IN_PROGRESS", v.state.name)
-        if where == "paused" and (not v.started or v.target is Residency.ACTIVE):
-            yield bad(
-                rid,
-                "paused requests started with KV not active",
-                f"{'started' if v.started else 'unstarted'}, KV {v.target.value}",
-            )
-        if where == "context" and not out.chunking and v.chunk_size != v.context_remaining:
-            yield bad(
-                rid,
-                f"with chunking off, the whole remaining context ({v.context_remaining})",
-                f"a chunk of {v.chunk_size}",
-            )
-        if where == "recompute_paused" and (
-            v.target is not Residency.NONE or v.draft not in (None, Residency.NONE)
-        ):
-            yield bad(
-                rid,
-                "recompute-paused requests with no KV in any pool",
-                f"target {v.target.value}, draft {v.draft.value if v.draft else '-'}",
-            )
-        if where == "recompute_paused" and not (v.started_before or v.cache_before):
-            yield bad(
-                rid,
-                "recompute-paused requests that were started or held a cache before the pass",
-                "one that was neither",
-            )
-    yield from _budgets_kept(out, s.iteration)
+    # The rules of the output are the world's (world/output.py): the engine refuses
+    # to run a batch by the same ones.
+    for flaw in output.flaws(out):
+        rid = flaw.request_id
+        subject = Subject(lead="the batch") if rid is None else Subject((rid,))
+        yield Violation("output_lists_well_formed", subject, flaw.expected, flaw.found, s.iteration)
+    # This one needs the pass's calls, which the output alone does not show.
     recompute_paused = set(out.recompute_paused)
     for call in s.step.calls if s.step else ():
         if call.frees_started_request and call.request_id not in recompute_paused:
-            yield bad(
-                call.request_id or 0,
-                "a started request whose KV the scheduler freed listed as recompute-paused",
-                "freed but not listed",
-            )
-
-
-def _budgets_kept(out: OutputRecord, iteration: int) -> Iterator[Violation]:
-    """The batch keeps max_batch_size and max_num_tokens (a context request counts its
-    chunk, a generation request one token)."""
-    chunks = sum(v.chunk_size for v in out.listed if v.output_list == "context")
-    for budget, limit, used, unit in (
-        ("max_batch_size", out.max_batch_size, len(out.context) + len(out.generation), "requests"),
-        ("max_num_tokens", out.max_num_tokens, len(out.generation) + chunks, "tokens"),
-    ):
-        if limit is not None and used > limit:
             yield Violation(
                 "output_lists_well_formed",
-                Subject(lead="the batch"),
-                f"at most {budget} = {limit} {unit}",
-                f"{used} {unit}",
-                iteration,
+                Subject((call.request_id or 0,)),
+                "a started request whose KV the scheduler freed listed as recompute-paused",
+                "freed but not listed",
+                s.iteration,
             )
 
 
@@ -552,7 +494,8 @@ def check(snapshot: Snapshot) -> list[Violation]:
     """Every invariant of a snapshot: the step's faults first, then spec order.
 
     >>> from peftlife.sut.reference import ReferenceScheduler
-    >>> from peftlife.world.engine import Engine, EngineConfig
+    >>> from peftlife.world.config import EngineConfig
+    >>> from peftlife.world.engine import Engine
     >>> engine = Engine(EngineConfig(), ReferenceScheduler)
     >>> check(engine.step())
     []

@@ -22,7 +22,7 @@ from peftlife.checker.invariants import Violation
 from peftlife.search.machine import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
 from peftlife.search.trace import Action, Entry, Outcome, checked_replay
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 from peftlife.world.fields import InvalidField, is_whole
 from peftlife.world.ledger import Call, given
 

@@ -468,7 +468,7 @@ def render_html(case: Case, outcome: Outcome, files: dict[str, str] | None = Non
 
     >>> from peftlife.reports.case import replay
     >>> from peftlife.search.trace import Action
-    >>> from peftlife.world.engine import EngineConfig
+    >>> from peftlife.world.config import EngineConfig
     >>> case = Case("reference", "default", EngineConfig(),
     ...             (Action("submit", prompt_len=2, max_new_tokens=1), Action("step")))
     >>> page = render_html(case, replay(case))

@@ -14,7 +14,7 @@ import attrs
 from peftlife.checker.invariants import Violation, owned
 from peftlife.reports.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 from peftlife.world.ledger import Call, Fault
 from peftlife.world.snapshot import Snapshot
 

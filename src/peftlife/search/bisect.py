@@ -30,7 +30,7 @@ import attrs
 from peftlife import sut
 from peftlife.search.machine import LifecycleFailure
 from peftlife.search.trace import Action, checked_replay
-from peftlife.world.engine import EngineConfig
+from peftlife.world.config import EngineConfig
 
 DEFAULT_PREFIX = "trtllm:"
 # Where TensorRT-LLM keeps the two files its adapter loads.

@@ -55,7 +55,8 @@ from peftlife.search.machine import (
     search,
 )
 from peftlife.search.trace import Action, apply
-from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.ledger import Call, given
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot

@@ -29,7 +29,8 @@ from peftlife.search import scenarios
 from peftlife.search.machine import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 
 # States one exploration may visit before it stops short (and says so).
 MAX_STATES = 200_000

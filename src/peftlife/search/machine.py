@@ -41,7 +41,8 @@ from peftlife.checker.invariants import Violation
 from peftlife.search import observe, profiles, scenarios, session, shrink
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
-from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import attrs
 from hypothesis import strategies as st
 
-from peftlife.world.engine import EngineConfig, RecomputeTeardown
+from peftlife.world.config import EngineConfig, RecomputeTeardown
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy
 
 Switch = Literal["on", "off", "either"]

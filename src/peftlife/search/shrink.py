@@ -38,7 +38,8 @@ import attrs
 
 from peftlife.checker.drain import can_drain
 from peftlife.search.trace import KINDS, Action, Outcome, checked_replay
-from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import CHUNKING_POLICIES, SchedulerFactory
 
 T = TypeVar("T")

@@ -15,7 +15,8 @@ import attrs
 
 from peftlife.checker.drain import drain
 from peftlife.checker.invariants import Violation, check
-from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.fields import InvalidField, boolean, one_of, whole
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot

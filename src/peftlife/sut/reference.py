@@ -108,7 +108,8 @@ def _sort_key(req: Request) -> tuple[bool, int, int]:
 class ReferenceScheduler:
     """A correct scheduler for the world of ``peftlife.world.engine``.
 
-    >>> from peftlife.world.engine import Engine, EngineConfig
+    >>> from peftlife.world.config import EngineConfig
+    >>> from peftlife.world.engine import Engine
     >>> engine = Engine(EngineConfig(), ReferenceScheduler)
     >>> rid = engine.submit(prompt_len=4, max_new_tokens=1)
     >>> engine.step().step.output.context

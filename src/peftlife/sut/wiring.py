@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from peftlife.sut.loader import SUTError, describe_error, load
-from peftlife.world.engine import Engine, EngineConfig
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, SchedulerFactory, SchedulerOutput
 from peftlife.world.watchdog import WATCHDOG, SchedulerHung
 

@@ -17,32 +17,27 @@ import os
 import traceback
 import weakref
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
-from peftlife.world.fields import InvalidField, boolean, is_whole, one_of, whole
+from peftlife.world.config import EngineConfig
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
+from peftlife.world.output import Lists, read_lists, record_output, runnable
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
 from peftlife.world.protocol import (
-    CHUNKING_POLICIES,
     STATELESS_DECLARATION,
-    ContextChunkingPolicy,
     Environment,
     Scheduler,
-    SchedulerConfig,
     SchedulerFactory,
 )
 from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, LlmRequestState, Request
 from peftlife.world.snapshot import (
     AdapterView,
     FieldWrite,
-    ListedView,
     LoraCacheView,
     Outcome,
-    OutputList,
-    OutputRecord,
     RequestView,
     ScheduledView,
     Snapshot,
@@ -50,74 +45,6 @@ from peftlife.world.snapshot import (
     StepRecord,
 )
 from peftlife.world.watchdog import WATCHDOG, SchedulerHung
-
-RecomputeTeardown = Literal["spec", "upstream"]
-
-
-def _adapter_pages(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    pairs = isinstance(value, tuple) and all(
-        isinstance(p, tuple) and len(p) == 2 and all(is_whole(n) and n >= 1 for n in p)
-        for p in value
-    )
-    if not pairs or len({p[0] for p in value}) != len(value):  # type: ignore[attr-defined,arg-type]
-        raise InvalidField(
-            attribute.name,
-            f"must be distinct (task id, pages) pairs of positive ints, not {value!r}",
-        )
-
-
-@attrs.frozen
-class EngineConfig:
-    """The whole world's configuration.
-
-    ``draft_device_pages=None`` means no draft pool; ``host_pages=0`` means
-    no lower tier. ``adapter_pages`` lists ``(task id, pages)``; with none,
-    the engine runs without a PEFT manager.
-
-    >>> EngineConfig(device_pages=8, adapter_pages=((1, 2),)).scheduler_config().max_num_tokens
-    64
-    """
-
-    device_pages: int = attrs.field(default=16, validator=whole(1))
-    host_pages: int = attrs.field(default=0, validator=whole(0))
-    draft_device_pages: int | None = attrs.field(default=None, validator=whole(1, optional=True))
-    draft_host_pages: int = attrs.field(default=0, validator=whole(0))
-    tokens_per_block: int = attrs.field(default=4, validator=whole(1))
-    lora_device_pages: int = attrs.field(default=4, validator=whole(1))
-    lora_host_pages: int = attrs.field(default=8, validator=whole(1))
-    adapter_pages: tuple[tuple[int, int], ...] = attrs.field(default=(), validator=_adapter_pages)
-    max_num_tokens: int = attrs.field(default=64, validator=whole(1))
-    max_batch_size: int = attrs.field(default=8, validator=whole(1))
-    enable_chunked_context: bool = attrs.field(default=False, validator=boolean)
-    chunk_unit_size: int = attrs.field(default=4, validator=whole(1))
-    enable_recompute_pause: bool = attrs.field(default=True, validator=boolean)
-    context_chunking_policy: ContextChunkingPolicy = attrs.field(
-        default="FIRST_COME_FIRST_SERVED", validator=one_of(*CHUNKING_POLICIES)
-    )
-    # How the executor tears down a recompute-paused request: "spec" leaves its
-    # adapter as the scheduler left it (paused); "upstream" does what TensorRT-LLM's
-    # PyExecutor does, free every resource with mark_request_done(pause=False).
-    recompute_teardown: RecomputeTeardown = attrs.field(
-        default="spec", validator=one_of("spec", "upstream")
-    )
-
-    def scheduler_config(self) -> SchedulerConfig:
-        return SchedulerConfig(
-            max_num_tokens=self.max_num_tokens,
-            max_batch_size=self.max_batch_size,
-            enable_chunked_context=self.enable_chunked_context,
-            chunk_unit_size=self.chunk_unit_size,
-            enable_recompute_pause=self.enable_recompute_pause,
-            tokens_per_block=self.tokens_per_block,
-            context_chunking_policy=self.context_chunking_policy,
-        )
-
-
-# The state a request must be in to run in each batch list.
-_LIST_STATE = {
-    "context": LlmRequestState.CONTEXT_INIT,
-    "generation": LlmRequestState.GENERATION_IN_PROGRESS,
-}
 
 
 def _raised(what: str, err: BaseException) -> StepError:
@@ -388,11 +315,20 @@ class Engine:
         lists, error = self._schedule()
         if error is not None:
             errors.append(error)
-        record = None if lists is None else self._record_output(lists, before)
+        record = None
+        if lists is not None:
+            record = record_output(
+                lists,
+                before,
+                live=self._requests,
+                target=self.kv_cache_manager,
+                draft=self.draft_kv_cache_manager,
+                config=self.config,
+            )
 
         batch_ran = False
         after_prepare: tuple[ScheduledView, ...] = ()
-        if lists is not None and record is not None and self._runnable(record):
+        if lists is not None and record is not None and runnable(record):
             generation = lists["generation"]
             self._as("prepare_resources")
             context, ensure_error = self._prepare_resources(lists["context"], generation, errors)
@@ -425,7 +361,7 @@ class Engine:
     def _as(self, caller: Caller) -> None:
         self.ledger.caller = caller
 
-    def _schedule(self) -> tuple[dict[OutputList, list[Request]] | None, StepError | None]:
+    def _schedule(self) -> tuple[Lists | None, StepError | None]:
         """Ask the scheduler; return its four lists, or a finding."""
         if self.scheduler is None:
             return None, self._factory_error
@@ -441,7 +377,7 @@ class Engine:
             return None, found.error
         finally:
             self._writes = self._undo_writes(active, before)
-        lists = self._read_lists(output)
+        lists = read_lists(output, self._requests, self._next_id)
         if isinstance(lists, StepError):
             return None, lists
         return lists, None
@@ -518,105 +454,6 @@ class Engine:
             registered_before=bool(last.facts.registered_before),
         )
 
-    _NAMES: tuple[tuple[OutputList, str], ...] = (
-        ("context", "context_requests"),
-        ("generation", "generation_requests"),
-        ("paused", "paused_requests"),
-        ("recompute_paused", "recompute_paused_requests"),
-    )
-
-    def _read_lists(self, output: object) -> dict[OutputList, list[Request]] | StepError:
-        """The four lists, or a finding if the output cannot be read as a SchedulerOutput."""
-        lists: dict[OutputList, list[Request]] = {}
-        for key, attr in self._NAMES:
-            if not hasattr(output, attr):
-                what = "None" if output is None else f"a {type(output).__name__}"
-                return StepError(
-                    "malformed_output",
-                    f"schedule_request returned {what}, not a SchedulerOutput: it has no "
-                    f"{attr} attribute (nor the other three lists)",
-                )
-            value = getattr(output, attr)
-            if not isinstance(value, list | tuple):
-                return StepError(
-                    "malformed_output",
-                    f"schedule_request returned {type(output).__name__} whose {attr} is "
-                    f"{type(value).__name__}, not a list of requests",
-                )
-            for item in value:
-                known = isinstance(item, Request) and self._known(item)
-                if not known:
-                    what = (
-                        f"request {item.request_id}, which this engine never submitted"
-                        if isinstance(item, Request)
-                        else f"a {type(item).__name__}"
-                    )
-                    return StepError(
-                        "malformed_output",
-                        f"{attr} holds {what}",
-                        request_id=item.request_id if isinstance(item, Request) else None,
-                    )
-            lists[key] = list(value)
-        return lists
-
-    def _known(self, req: Request) -> bool:
-        live = self._requests.get(req.request_id)
-        return live is req or (live is None and 0 < req.request_id < self._next_id)
-
-    def _record_output(
-        self, lists: dict[OutputList, list[Request]], before: dict[int, tuple[bool, bool]]
-    ) -> OutputRecord:
-        listed = []
-        for key, _attr in self._NAMES:
-            for req in lists[key]:
-                live = req.request_id in self._requests
-                draft = self.draft_kv_cache_manager
-                listed.append(
-                    ListedView(
-                        request_id=req.request_id,
-                        output_list=key,
-                        live=live,
-                        schedulable=live and req.is_schedulable,
-                        state=req.state,
-                        started=req.is_started,
-                        target=self.kv_cache_manager.residency(req.request_id),
-                        draft=None if draft is None else draft.residency(req.request_id),
-                        chunk_size=req.context_chunk_size if key == "context" else 0,
-                        context_remaining=req.context_remaining_length if key == "context" else 0,
-                        started_before=before.get(req.request_id, (False, False))[0],
-                        cache_before=before.get(req.request_id, (False, False))[1],
-                    )
-                )
-        return OutputRecord(
-            context=tuple(r.request_id for r in lists["context"]),
-            generation=tuple(r.request_id for r in lists["generation"]),
-            paused=tuple(r.request_id for r in lists["paused"]),
-            recompute_paused=tuple(r.request_id for r in lists["recompute_paused"]),
-            listed=tuple(listed),
-            max_batch_size=self.config.max_batch_size,
-            max_num_tokens=self.config.max_num_tokens,
-            chunking=self.config.enable_chunked_context,
-        )
-
-    @staticmethod
-    def _runnable(record: OutputRecord) -> bool:
-        """Whether the batch can be run at all; the checker says what is wrong with it."""
-        ids = [v.request_id for v in record.listed]
-        return (
-            len(ids) == len(set(ids))
-            and all(v.live and v.schedulable for v in record.listed)
-            and all(
-                0 < v.chunk_size <= v.context_remaining
-                for v in record.listed
-                if v.output_list == "context"
-            )
-            and all(
-                v.state is _LIST_STATE[v.output_list]
-                for v in record.listed
-                if v.output_list in _LIST_STATE
-            )
-        )
-
     def _prepare_resources(
         self, context: list[Request], generation: list[Request], errors: list[StepError]
     ) -> tuple[list[Request], StepError | None]:
@@ -649,18 +486,19 @@ class Engine:
     ) -> tuple[ScheduledView, ...]:
         peft = self.peft_cache_manager
         draft = self.draft_kv_cache_manager
+        scheduled = (*context, *generation)
+        # Each adapter's owners copied once, not once per request: a batch on few
+        # adapters would otherwise cost batch size x owners per adapter.
+        tasks = {r.lora_task_id for r in scheduled if r.lora_task_id is not None}
+        active = {} if peft is None else {t: peft.active_requests(t) for t in tasks}
         views = []
-        for req in (*context, *generation):
+        for req in scheduled:
             task = req.lora_task_id
             views.append(
                 ScheduledView(
                     request_id=req.request_id,
                     lora_task_id=task,
-                    owned_active=(
-                        peft is not None
-                        and task is not None
-                        and req.request_id in peft.active_requests(task)
-                    ),
+                    owned_active=task is not None and req.request_id in active.get(task, ()),
                     target=self.kv_cache_manager.view(req.request_id),
                     draft=None if draft is None else draft.view(req.request_id),
                     tokens_needed=(
