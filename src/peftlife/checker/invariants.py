@@ -487,11 +487,14 @@ def scheduler_protocol(s: Snapshot) -> Iterator[Violation]:
 
 # The step's own faults first: when the engine met one, the broken state the
 # other checks then see follows from it, and the first violation names the cause.
-_ORDER = ("scheduler_protocol", "no_scheduler_caused_fault")
+# The step's faults, then a malformed answer: the executor refuses to run a batch
+# it cannot read, and what that refusal leaves undone (a device pin, say) is
+# flagged too, but follows from it.
+_ORDER = ("scheduler_protocol", "no_scheduler_caused_fault", "output_lists_well_formed")
 
 
 def check(snapshot: Snapshot) -> list[Violation]:
-    """Every invariant of a snapshot: the step's faults first, then spec order.
+    """Every invariant of a snapshot: faults and a malformed answer first, then spec order.
 
     >>> from peftlife.sut.reference import ReferenceScheduler
     >>> from peftlife.world.config import EngineConfig
