@@ -371,6 +371,18 @@ class _Shrinker:
     def simplify_config(self) -> None:
         self._first_success(lambda: _simpler_configs(self.config, self.actions), self.try_config)
 
+    def shrink_pressure(self) -> None:
+        """A shorter prompt and a pool smaller by the pages it no longer needs, together.
+
+        A failure that needs KV pressure holds neither move alone: a smaller pool
+        alone adds pressure and changes the path, a shorter prompt alone relieves
+        it. Taken together the pressure stays, and the world gets smaller.
+        """
+        self._first_success(
+            lambda: _tighter_worlds(self.config, self.actions),
+            lambda candidate: self.adopt(*candidate),
+        )
+
     @staticmethod
     def _first_success(candidates: Callable[[], Iterator[T]], attempt: Callable[[T], bool]) -> None:
         """Take the first candidate that still fails, then start over from it.
@@ -391,6 +403,7 @@ PASSES: tuple[Callable[[_Shrinker], None], ...] = (
     _Shrinker.unify_requests,
     _Shrinker.simplify_requests,
     _Shrinker.simplify_config,
+    _Shrinker.shrink_pressure,
 )
 ROUNDS = 4
 
@@ -501,6 +514,23 @@ _INT_FIELDS = (
     ("chunk_unit_size", 1),
     ("tokens_per_block", 1),
 )
+
+
+def _tighter_worlds(
+    config: EngineConfig, actions: tuple[Action, ...]
+) -> Iterator[tuple[EngineConfig, tuple[Action, ...]]]:
+    """Each submit's prompt cut down, with the device pool cut by the pages it frees."""
+    block = config.tokens_per_block
+    for index in _submit_indices(actions):
+        prompt = actions[index].prompt_len
+        for shorter in _towards(prompt, 1):
+            freed = -(-prompt // block) - -(-shorter // block)
+            if 0 < freed < config.device_pages:
+                smaller = attrs.evolve(actions[index], prompt_len=shorter)
+                yield (
+                    attrs.evolve(config, device_pages=config.device_pages - freed),
+                    _with_submit(actions, index, smaller),
+                )
 
 
 def _simpler_configs(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
