@@ -242,21 +242,34 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     # Every rule is valid in every state (no precondition, no bundle to draw from),
     # so Hypothesis never rejects an example for an unlucky choice of rules.
     class Machine(LifecycleMachine):
-        @initialize(config=s.worlds())
-        def build_world(self, config: EngineConfig) -> None:
+        request = {
+            "adapter": s.adapter_choice(),
+            "weights": s.carries_weights(),
+            "prompt_len": s.prompt_len.strategy(at_least=1),
+            "max_new_tokens": s.max_new_tokens.strategy(at_least=1),
+        }
+
+        # Every example opens with a request. Swarm testing drops a random subset of
+        # the rules from each example; without this, the half of the examples that
+        # lost ``submit`` had nothing to schedule and spent the budget for nothing.
+        @initialize(config=s.worlds(), **request)
+        def build_world(
+            self,
+            config: EngineConfig,
+            adapter: int,
+            weights: bool,
+            prompt_len: int,
+            max_new_tokens: int,
+        ) -> None:
             self.config = config
             self.engine = Engine(config, factory, schedule_deadline=self.schedule_deadline)
             cls = type(self)
             cls.examples += 1
             if cls.progress is not None:
                 cls.progress(cls.examples, cls.iterations)
+            self.submit(adapter, weights, prompt_len, max_new_tokens)
 
-        @rule(
-            adapter=s.adapter_choice(),
-            weights=s.carries_weights(),
-            prompt_len=s.prompt_len.strategy(at_least=1),
-            max_new_tokens=s.max_new_tokens.strategy(at_least=1),
-        )
+        @rule(**request)
         def submit(self, adapter: int, weights: bool, prompt_len: int, max_new_tokens: int) -> None:
             assert self.engine is not None
             if self.submitted >= s.max_requests:
