@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import pytest
 
 from peftlife.doors import cli
+from peftlife.sut import wired
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world import untrusted
 from peftlife.world.config import EngineConfig
@@ -99,3 +100,25 @@ def test_explore_reports_an_output_that_raises(
     assert "Traceback" not in out + err
     assert "reading schedule_request's output raised RuntimeError: cannot list" in out
     assert "tests/bad_schedulers.py:" in out and "in recompute_paused_requests" in out
+
+
+# ---- the wiring check ----
+
+
+class ScheduleRequestRaises:
+    def __init__(self, env: object) -> None:
+        pass
+
+    @property
+    def schedule_request(self) -> Any:
+        raise RuntimeError("no method today")
+
+
+def test_a_schedule_request_that_raises_when_looked_up_is_left_to_the_search() -> None:
+    factory = wired(f"{__name__}:ScheduleRequestRaises")
+    engine = Engine(EngineConfig(), factory)
+    engine.submit(prompt_len=1, max_new_tokens=1)
+    snap = engine.step()
+    assert snap.step is not None
+    (error,) = snap.step.errors
+    assert error.message.startswith("schedule_request raised RuntimeError: no method today")
