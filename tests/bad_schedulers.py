@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.protocol import Environment, SchedulerOutput
@@ -124,3 +125,17 @@ class _ListsThatRaise:
     def recompute_paused_requests(self) -> list[Request]:
         raise RuntimeError("cannot list")
 
+
+class HoldsALock(ReferenceScheduler):
+    """The reference, holding a lock: it cannot be copied."""
+
+    def __init__(self, env: Environment) -> None:
+        super().__init__(env)
+        self.lock = threading.Lock()
+
+
+class LockedNoReleaseOnSuspend(HoldsALock):
+    """The no_release_on_suspend mutant, holding a lock: it cannot be copied."""
+
+    def release_on_suspend(self, req: Request) -> None:
+        pass

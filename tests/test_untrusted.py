@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import pytest
 
 from peftlife.doors import cli
+from peftlife.search.explore import explore
 from peftlife.sut import wired
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world import untrusted
@@ -100,6 +101,28 @@ def test_explore_reports_an_output_that_raises(
     assert "Traceback" not in out + err
     assert "reading schedule_request's output raised RuntimeError: cannot list" in out
     assert "tests/bad_schedulers.py:" in out and "in recompute_paused_requests" in out
+
+
+# ---- the explorer copies the scheduler: that runs its code ----
+
+
+def test_a_scheduler_that_cannot_be_copied_is_explored_by_replay() -> None:
+    def states(spec: str) -> int:
+        result = explore(spec, "kv-pressure", depth=2)
+        assert result.held and result.complete
+        return result.states
+
+    assert states("tests.bad_schedulers:HoldsALock") == states("reference")
+
+
+def test_the_explorer_finds_the_same_shortest_failure_by_replay() -> None:
+    def shortest(spec: str) -> list[str]:
+        failure = explore(spec, "kv-pressure", depth=3).failure
+        assert failure is not None
+        return [a.describe() for a in failure.run.actions]
+
+    locked = shortest("tests.bad_schedulers:LockedNoReleaseOnSuspend")
+    assert locked == shortest("mutant:no_release_on_suspend")
 
 
 # ---- the wiring check ----
