@@ -35,7 +35,8 @@ explore: setup
 # Speed and shrink goals, measured (not part of `make test`): prints a table and
 # writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers,
 # then a soak of every mutant through check and fuzz under a watchdog (fails on a hang).
-# BENCH_ARGS=--quick for a shorter run.
+# BENCH_ARGS=--quick for a shorter run. `make test` runs bench/search.py at its
+# --smoke sizes (tests/test_bench_search.py), which checks the table's shape only.
 bench: setup
 	$(BIN)/python bench/search.py $(BENCH_ARGS)
 	$(BIN)/python bench/fuzz.py --out docs/benchmarks.md

@@ -18,6 +18,7 @@ shared machine disturbs the figures less; they stay noisy all the same.
 
     python bench/search.py --quick
     python bench/search.py --only iteration     # one section; docs/benchmarks.md untouched
+    python bench/search.py --smoke              # the table's shape in seconds; no figure holds
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import contextlib
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from peftlife.checker import invariants
 from peftlife.search import explore, profiles, scenarios
 from peftlife.search.machine import hunt, lifecycle_machine, minimized
 from peftlife.search.trace import checked_replay
-from peftlife.sut.mutants import CATALOGUE
+from peftlife.sut.mutants import BY_NAME, CATALOGUE, Mutant
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, Scheduler
@@ -61,6 +62,35 @@ GOAL_SCALING = 3.3
 LIVE_REQUESTS = (10, 100, 1000, 3000)
 # The sections, in the order they run; ``--only`` picks some.
 SECTIONS = ("steps", "first-failure", "shrink", "iteration")
+
+
+@attrs.frozen
+class Sizes:
+    """How much each section measures: more is steadier and slower."""
+
+    repetitions: int
+    examples: int
+    seeds: int
+    max_states: int
+    iterations: int
+    mutants: tuple[Mutant, ...] = CATALOGUE
+    # Compared by the last two: three times the requests should cost three times as much.
+    live_requests: tuple[int, ...] = LIVE_REQUESTS
+
+
+FULL = Sizes(repetitions=7, examples=60, seeds=20, max_states=10_000, iterations=30)
+QUICK = Sizes(repetitions=3, examples=30, seeds=5, max_states=2_000, iterations=10)
+# Every section and every column, each on the least there is: the smoke test of the
+# table's shape (tests/test_bench_search.py). Its figures mean nothing.
+SMOKE = Sizes(
+    repetitions=1,
+    examples=2,
+    seeds=1,
+    max_states=50,
+    iterations=1,
+    mutants=(BY_NAME["token_budget_ignored"],),
+    live_requests=(10, 30),
+)
 
 
 @attrs.frozen
@@ -207,12 +237,12 @@ def steps_section(scenario: str, repetitions: int, examples: int) -> Section:
 # ---- 2. first failure ----
 
 
-def first_failure_section(seeds: int) -> Section:
+def first_failure_section(seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> Section:
     settings = hypothesis.settings(profiles.get("ci"), verbosity=hypothesis.Verbosity.quiet)
     rows = []
     medians = []
     worsts = []
-    for mutant in CATALOGUE:
+    for mutant in mutants:
         seconds: list[float] = []
         examples: list[int] = []
         caught_in: dict[str, int] = {}
@@ -261,12 +291,12 @@ def first_failure_section(seeds: int) -> Section:
 # ---- 3. shrunk against shortest ----
 
 
-def shrink_section(max_states: int) -> Section:
+def shrink_section(max_states: int, mutants: Sequence[Mutant] = CATALOGUE) -> Section:
     settings = hypothesis.settings(profiles.get("ci"), verbosity=hypothesis.Verbosity.quiet)
     rows = []
     longer = []
     unproved = []
-    for mutant in CATALOGUE:
+    for mutant in mutants:
         found = hunt(f"mutant:{mutant.name}", settings, seed=0)
         assert found.failure is not None, f"{mutant.name} escaped"
         start = time.process_time()
@@ -399,10 +429,10 @@ def iteration_cost(live: int, iterations: int) -> tuple[float, float, float, flo
     )
 
 
-def iteration_section(iterations: int) -> Section:
+def iteration_section(iterations: int, live_requests: Sequence[int] = LIVE_REQUESTS) -> Section:
     rows = []
     costs = {}
-    for live in LIVE_REQUESTS:
+    for live in live_requests:
         micros, scheduler, snapshot, checks = iteration_cost(live, iterations)
         costs[live] = micros
         rows.append(
@@ -416,8 +446,9 @@ def iteration_section(iterations: int) -> Section:
                 f"{1 - scheduler - snapshot - checks:.0%}",
             )
         )
-    slope = (costs[3000] - costs[1000]) / 2000
-    ratio = costs[3000] / costs[1000]
+    fewer, more = live_requests[-2:]
+    slope = (costs[more] - costs[fewer]) / (more - fewer)
+    ratio = costs[more] / costs[fewer]
     linear = ratio <= GOAL_SCALING
     return Section(
         f"4. cost per executor iteration ({iterations} iterations, CPU µs)",
@@ -433,7 +464,7 @@ def iteration_section(iterations: int) -> Section:
         tuple(rows),
         (
             f"{'met' if linear else 'SHORT'}: linear in live requests "
-            f"(1,000 -> 3,000 costs x{ratio:.2f}, at most x{GOAL_SCALING}; "
+            f"({fewer:,} -> {more:,} costs x{ratio:.2f}, at most x{GOAL_SCALING}; "
             f"{slope:.1f} µs per extra request)",
         ),
     )
@@ -483,9 +514,28 @@ def _text(section: Section) -> str:
     return "\n".join(lines)
 
 
+def measure(sizes: Sizes, only: Sequence[str] = ()) -> Iterator[Section]:
+    """Each section in turn (those of ``only``, if any), measured at ``sizes``."""
+    measurements: dict[str, Callable[[], Section]] = {
+        "steps": lambda: steps_section("default", sizes.repetitions, sizes.examples),
+        "first-failure": lambda: first_failure_section(sizes.seeds, sizes.mutants),
+        "shrink": lambda: shrink_section(sizes.max_states, sizes.mutants),
+        "iteration": lambda: iteration_section(sizes.iterations, sizes.live_requests),
+    }
+    for name, section in measurements.items():
+        if not only or name in only:
+            yield section()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python bench/search.py", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the least of every section, to check the table's shape; the Markdown is then "
+        "written only to --out",
+    )
     parser.add_argument(
         "--only",
         choices=SECTIONS,
@@ -497,26 +547,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     quick = args.quick
+    sizes = SMOKE if args.smoke else QUICK if quick else FULL
     start = time.perf_counter()
-    measurements: dict[str, Callable[[], Section]] = {
-        "steps": lambda: steps_section("default", 3 if quick else 7, 30 if quick else 60),
-        "first-failure": lambda: first_failure_section(seeds=5 if quick else 20),
-        "shrink": lambda: shrink_section(max_states=2_000 if quick else 10_000),
-        "iteration": lambda: iteration_section(iterations=10 if quick else 30),
-    }
     sections = []
-    for name, measure in measurements.items():  # each printed as soon as it is measured
-        if args.only and name not in args.only:
-            continue
-        sections.append(measure())
-        print(_text(sections[-1]), end="\n\n", flush=True)
+    for section in measure(sizes, args.only or ()):  # each printed as soon as it is measured
+        sections.append(section)
+        print(_text(section), end="\n\n", flush=True)
     # A partial table must not overwrite the full one that docs/benchmarks.md keeps.
-    out = args.out or (None if args.only else "docs/benchmarks.md")
+    out = args.out or (None if args.only or args.smoke else "docs/benchmarks.md")
     if out is None:
         return 0
     note = (
         f"Measured on {time.strftime('%Y-%m-%d')} in {time.perf_counter() - start:.0f} s"
-        f"{' (--quick)' if quick else ''}, Python {sys.version.split()[0]}, Hypothesis "
+        f"{' (--smoke)' if args.smoke else ' (--quick)' if quick else ''}, "
+        f"Python {sys.version.split()[0]}, Hypothesis "
         f"{hypothesis.__version__}. CPU seconds unless marked; on a shared machine the figures "
         "are noisy, the ratios (measured interleaved) less so. The scheduler's deadline is "
         "one periodic alarm per engine (world/watchdog.py): entering and leaving the "

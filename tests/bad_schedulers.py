@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.protocol import Environment, SchedulerOutput
@@ -103,3 +104,38 @@ class DeclarationRaises(ReferenceScheduler):
     @property
     def keeps_no_state_between_passes(self) -> bool:
         raise RuntimeError("cannot say")
+
+
+class OutputRaises(ReferenceScheduler):
+    """The reference, returning an output whose last list is a property that raises."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> object:
+        return _ListsThatRaise(super().schedule_request(active_requests, inflight_request_ids))
+
+
+class _ListsThatRaise:
+    def __init__(self, out: SchedulerOutput) -> None:
+        self.context_requests = out.context_requests
+        self.generation_requests = out.generation_requests
+        self.paused_requests = out.paused_requests
+
+    @property
+    def recompute_paused_requests(self) -> list[Request]:
+        raise RuntimeError("cannot list")
+
+
+class HoldsALock(ReferenceScheduler):
+    """The reference, holding a lock: it cannot be copied."""
+
+    def __init__(self, env: Environment) -> None:
+        super().__init__(env)
+        self.lock = threading.Lock()
+
+
+class LockedNoReleaseOnSuspend(HoldsALock):
+    """The no_release_on_suspend mutant, holding a lock: it cannot be copied."""
+
+    def release_on_suspend(self, req: Request) -> None:
+        pass

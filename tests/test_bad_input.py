@@ -91,6 +91,18 @@ IMPORT_FAILURES = [
     pytest.param("def factory(env)\n    return 1\n", "SyntaxError", 1, id="syntax-error"),
     pytest.param("import sys\nsys.exit(3)\n", "SystemExit: 3", 2, id="sys-exit"),
     pytest.param("import no_such_dependency_xyz\n", "No module named", 1, id="missing-dependency"),
+    pytest.param(
+        "raise KeyboardInterrupt('at import')\n",
+        "KeyboardInterrupt: at import",
+        1,
+        id="keyboard-interrupt",
+    ),
+    pytest.param(
+        "def __getattr__(name):\n    raise SystemExit(4)\n",
+        "SystemExit: 4",
+        2,
+        id="module-getattr-exits",
+    ),
 ]
 
 

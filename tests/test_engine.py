@@ -449,6 +449,29 @@ class _ReturnsItemNotRequest(_Wrapping):
         return out
 
 
+class _RaisesKeyboardInterrupt(_Wrapping):
+    def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+        raise KeyboardInterrupt("from the scheduler's own code")
+
+
+class _OutputPropertyRaises(_Wrapping):
+    def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
+        return _ListsThatRaise(out)
+
+
+class _ListsThatRaise:
+    """An output whose last list is a property that raises when read."""
+
+    def __init__(self, out: SchedulerOutput) -> None:
+        self.context_requests = out.context_requests
+        self.generation_requests = out.generation_requests
+        self.paused_requests = out.paused_requests
+
+    @property
+    def recompute_paused_requests(self) -> list[Request]:
+        raise RuntimeError("cannot list")
+
+
 def _factory_raises(env: Environment) -> Any:
     raise ValueError("cannot build")
 
@@ -465,6 +488,19 @@ def _factory_raises(env: Environment) -> Any:
         (_ReturnsInTwoLists, None, {"output_lists_well_formed"}, "in context and paused"),
         (_ReturnsItemNotRequest, "malformed_output", {"scheduler_protocol"}, "a str"),
         (_factory_raises, "scheduler_raised", {"scheduler_protocol"}, "factory raised"),
+        (
+            _RaisesKeyboardInterrupt,
+            "scheduler_raised",
+            {"scheduler_protocol"},
+            "schedule_request raised KeyboardInterrupt: from the scheduler's own code",
+        ),
+        (
+            _OutputPropertyRaises,
+            "scheduler_raised",
+            {"scheduler_protocol"},
+            "reading schedule_request's output raised RuntimeError: cannot list (at "
+            "test_engine.py:",
+        ),
     ],
     ids=[
         "raises",
@@ -476,6 +512,8 @@ def _factory_raises(env: Environment) -> Any:
         "two_lists",
         "item_not_request",
         "factory_raises",
+        "raises_keyboard_interrupt",
+        "output_property_raises",
     ],
 )
 def test_broken_scheduler_is_a_finding_not_a_crash(
@@ -978,15 +1016,22 @@ def test_a_schedulers_own_registration_does_not_end_recompute_pending() -> None:
     assert "no_duplicate_registration" in {v.invariant for v in outcome.violations}
 
 
-def test_keyboard_interrupt_stops_the_run() -> None:
+def test_ctrl_c_while_the_scheduler_runs_stops_the_run() -> None:
+    # A KeyboardInterrupt the scheduler raises is a finding (above); a SIGINT is the user's.
     class Interrupted(_Wrapping):
         def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
+            return out
 
     engine = Engine(EngineConfig(), Interrupted)
     engine.submit(prompt_len=4, max_new_tokens=1)
-    with pytest.raises(KeyboardInterrupt):
-        engine.step()
+    # The test's worker may ignore SIGINT; the user's terminal does not.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine.step()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_deep_exception_keeps_where_it_was_raised_and_the_schedulers_outer_frames() -> None:

@@ -29,8 +29,10 @@ from peftlife.search import scenarios
 from peftlife.search.machine import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
+from peftlife.world import untrusted
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
+from peftlife.world.protocol import SchedulerFactory
 
 # States one exploration may visit before it stops short (and says so).
 MAX_STATES = 200_000
@@ -172,6 +174,7 @@ def explore(
     root = Engine(world, factory)
     # A declaration that raised is a finding, which the drain of the first state reports.
     merge = root.state_declaration().stateless
+    copied = _Copies(world, factory)
     seen: set[Hashable] = {fingerprint(root)}
     frontier: list[tuple[Engine, tuple[Action, ...]]] = [(root, ())]
     states = 1
@@ -186,7 +189,7 @@ def explore(
         following: list[tuple[Engine, tuple[Action, ...]]] = []
         for engine, trace in frontier:
             for action in letters.actions(engine, trace):
-                child = copy.deepcopy(engine)
+                child = copied(engine, trace)
                 actions = (*trace, action)
                 snapshot = apply(child, action)
                 if snapshot is not None and invariants.check(snapshot):
@@ -196,7 +199,7 @@ def explore(
                     continue
                 seen.add(key)
                 states += 1
-                if drain.drain(copy.deepcopy(child)).violations:
+                if drain.drain(copied(child, actions)).violations:
                     return found(actions, level)
                 if states >= max_states:
                     return Exploration(sut_spec, s.name, world, level - 1, states, None, False)
@@ -205,6 +208,38 @@ def explore(
         if not frontier:
             break
     return Exploration(sut_spec, s.name, world, depth, states, None, True)
+
+
+class _Copies:
+    """Copies of explored states, each an engine to go on from.
+
+    A copy copies the scheduler, which runs its code (``__deepcopy__``, its
+    ``__reduce_ex__``), and some schedulers cannot be copied (one holding a
+    lock). For those the state is rebuilt instead: a fresh engine replays the
+    trace, which for a deterministic scheduler, as every replay assumes, is
+    the same state. The first copy that fails turns the exploration to
+    rebuilding for good.
+    """
+
+    def __init__(self, world: EngineConfig, factory: SchedulerFactory) -> None:
+        self.world = world
+        self.factory = factory
+        self.rebuilding = False
+
+    def __call__(self, engine: Engine, trace: tuple[Action, ...]) -> Engine:
+        if not self.rebuilding:
+            try:
+                return untrusted.call(
+                    lambda: copy.deepcopy(engine),
+                    "copying the scheduler",
+                    deadline=engine.schedule_deadline,
+                )
+            except untrusted.Failed:
+                self.rebuilding = True
+        fresh = Engine(self.world, self.factory)
+        for action in trace:
+            apply(fresh, action)
+        return fresh
 
 
 def shortest_like(failure: LifecycleFailure, *, max_states: int = MAX_STATES) -> Exploration:

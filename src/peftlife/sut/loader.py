@@ -16,12 +16,17 @@ import importlib
 
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
+from peftlife.world import untrusted
 from peftlife.world.protocol import SchedulerFactory
 
 
 class SUTError(ValueError):
     """A SUT string that does not name a scheduler; the message says how to fix it."""
 
+
+# Seconds a SUT module may take to import: long enough for a framework it imports
+# (torch, TensorRT-LLM), short enough that a module stuck at import is told, not waited on.
+IMPORT_DEADLINE = 300.0
 
 FORMS = "'reference', 'mutant:NAME', 'trtllm:PATH[:ClassName]' or 'package.module:attr'"
 
@@ -48,20 +53,34 @@ def load(spec: str) -> SchedulerFactory:
     if not sep or not module_name or not attr:
         raise SUTError(f"unknown SUT {spec!r}: use {FORMS}; mutants: {', '.join(mutants.BY_NAME)}")
     try:
-        module = importlib.import_module(module_name)
-    except (ImportError, TypeError, ValueError) as err:  # TypeError: a relative name
-        if not isinstance(err, ImportError) or _is_missing(err, module_name):
+        module = untrusted.call(
+            lambda: importlib.import_module(module_name),
+            f"importing SUT module {module_name!r}",
+            deadline=IMPORT_DEADLINE,
+            arm=True,
+        )
+    except untrusted.Failed as failed:
+        err = failed.cause
+        # A TypeError or ValueError before any of the module's code ran (no frame of
+        # its own): a relative or empty name, which import_module refuses.
+        if (isinstance(err, TypeError | ValueError) and not failed.error.frames) or (
+            isinstance(err, ImportError) and _is_missing(err, module_name)
+        ):
             raise SUTError(
                 f"cannot import {module_name!r} for SUT {spec!r} ({err}); "
                 f"check it is on sys.path, or use {FORMS}"
             ) from err
-        raise _import_raised(module_name, err) from err
-    except (Exception, SystemExit) as err:  # the module's own code is untrusted
-        raise _import_raised(module_name, err) from err
+        raise _import_raised(module_name, failed) from err
     try:
-        factory = getattr(module, attr, None)
-    except Exception as err:  # a module __getattr__ of its own
-        raise _import_raised(module_name, err) from err
+        # A module __getattr__ of its own is the module's code too.
+        factory = untrusted.call(
+            lambda: getattr(module, attr, None),
+            f"SUT module {module_name!r}",
+            deadline=IMPORT_DEADLINE,
+            arm=True,
+        )
+    except untrusted.Failed as failed:
+        raise _import_raised(module_name, failed) from failed.cause
     if not callable(factory):
         raise SUTError(
             f"{module_name!r} has no callable {attr!r}; a SUT names a factory "
@@ -79,10 +98,15 @@ def _is_missing(err: ImportError, module_name: str) -> bool:
     )
 
 
-def _import_raised(module_name: str, err: BaseException) -> SUTError:
+def _import_raised(module_name: str, failed: untrusted.Failed) -> SUTError:
     """The one line for a SUT module whose own code failed while it was imported."""
+    if failed.error.kind == "scheduler_hung":
+        return SUTError(
+            f"importing SUT module {module_name!r} did not end within {IMPORT_DEADLINE:g} s; "
+            "fix the module (run with -v for the traceback)"
+        )
     return SUTError(
-        f"importing SUT module {module_name!r} raised {describe_error(err)}; "
+        f"importing SUT module {module_name!r} raised {describe_error(failed.cause)}; "
         "fix the module (run with -v for the traceback)"
     )
 

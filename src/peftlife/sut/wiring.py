@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from peftlife.sut.loader import SUTError, describe_error, load
+from peftlife.world import untrusted
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, SchedulerFactory, SchedulerOutput
-from peftlife.world.watchdog import WATCHDOG, SchedulerHung
+from peftlife.world.watchdog import SchedulerHung
 
 T = TypeVar("T")
 
@@ -55,10 +56,13 @@ def check_wiring(factory: SchedulerFactory, spec: str, *, deadline: float | None
     """
     deadline = DEADLINE if deadline is None else deadline
     environment = Engine(SMALL_WORLD, _placeholder).environment
-    built = _call(lambda: factory(environment), deadline)
+    built = _call(lambda: factory(environment), "the factory", deadline)
     if isinstance(built, BaseException):
         raise WiringError(_failed(f"the factory of SUT {spec!r}", built, deadline)) from built
-    schedule = getattr(built, "schedule_request", None)
+    # A __getattr__ of the scheduler's own may raise or hang: that is the search's finding.
+    schedule = _call(lambda: getattr(built, "schedule_request", None), "schedule_request", deadline)
+    if isinstance(schedule, BaseException):
+        return
     if not callable(schedule):
         what = "None" if built is None else _a(type(built).__name__)
         raise WiringError(
@@ -66,7 +70,7 @@ def check_wiring(factory: SchedulerFactory, spec: str, *, deadline: float | None
             "method; a SUT names a factory Environment -> Scheduler, whose "
             "schedule_request(active_requests, inflight_request_ids) returns a SchedulerOutput"
         )
-    called = _call(lambda: schedule([], set()), deadline)
+    called = _call(lambda: schedule([], set()), "schedule_request", deadline)
     if _at_the_call(called):
         assert isinstance(called, BaseException)
         raise WiringError(
@@ -90,15 +94,12 @@ class _Idle:
         return SchedulerOutput()
 
 
-def _call(fn: Callable[[], T], deadline: float) -> T | BaseException:
+def _call(fn: Callable[[], T], what: str, deadline: float) -> T | BaseException:
     """``fn()``'s result, or what it raised (a hang raises ``SchedulerHung``)."""
     try:
-        with WATCHDOG.watching(deadline, "the factory"):
-            return fn()
-    except KeyboardInterrupt:
-        raise
-    except BaseException as err:  # the SUT is untrusted, SystemExit and a hang included
-        return err
+        return untrusted.call(fn, what, deadline=deadline, arm=True)
+    except untrusted.Failed as failed:
+        return failed.cause
 
 
 def _at_the_call(outcome: object) -> bool:

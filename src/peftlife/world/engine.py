@@ -11,27 +11,18 @@ and never escapes as a crash of the harness.
 from __future__ import annotations
 
 import enum
-import inspect
 import operator
-import os
-import traceback
 import weakref
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import attrs
 
+from peftlife.world import untrusted
 from peftlife.world.config import EngineConfig
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
 from peftlife.world.output import Lists, read_lists, record_output, runnable
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
-from peftlife.world.protocol import (
-    STATELESS_DECLARATION,
-    Environment,
-    Scheduler,
-    SchedulerFactory,
-)
+from peftlife.world.protocol import Environment, Scheduler, SchedulerFactory
 from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, LlmRequestState, Request
 from peftlife.world.snapshot import (
     AdapterView,
@@ -44,59 +35,8 @@ from peftlife.world.snapshot import (
     StepError,
     StepRecord,
 )
-from peftlife.world.watchdog import WATCHDOG, SchedulerHung
-
-
-def _raised(what: str, err: BaseException) -> StepError:
-    """A finding for an exception that escaped the scheduler's code, with its frames."""
-    frames = _frames(err)
-    where = f" (at {' < '.join(frames)})" if frames else ""
-    return StepError(
-        "scheduler_raised",
-        f"{what} raised {type(err).__name__}: {err}{where}",
-        exception=type(err).__name__,
-        frames=frames,
-    )
-
-
-# Frames shown per exception, innermost first.
-_MAX_FRAMES = 6
-
-
-def _frames(err: BaseException) -> tuple[str, ...]:
-    """Where the exception went, innermost first, as ``path:line in function``.
-
-    The engine's own frames are left out. A path is the frame's module name
-    spelled as a path (``tests/my_sched.py``), so the text depends neither on
-    where the code is installed nor on which door imported it.
-    """
-    frames = []
-    for frame, line in traceback.walk_tb(err.__traceback__):
-        module = str(frame.f_globals.get("__name__", ""))
-        if module in _HARNESS_MODULES:
-            continue
-        frames.append(
-            f"{_module_path(module, frame.f_code.co_filename)}:{line} in {frame.f_code.co_name}"
-        )
-    frames.reverse()
-    if len(frames) > _MAX_FRAMES:
-        # Keep where it was raised and the scheduler's own outer frames, which name its code.
-        frames = [*frames[:2], "...", *frames[2 - _MAX_FRAMES :]]
-    return tuple(frames)
-
-
-# The harness's frames between the engine and the scheduler's code.
-_HARNESS_MODULES = frozenset({__name__, "contextlib", "peftlife.world.watchdog"})
-
-
-def _module_path(module: str, filename: str) -> str:
-    if not module or module == "__main__":
-        return os.path.basename(filename)
-    base = module.replace(".", "/")
-    return f"{base}/__init__.py" if filename.endswith("__init__.py") else f"{base}.py"
-
-
-T = TypeVar("T")
+from peftlife.world.untrusted import StateDeclaration
+from peftlife.world.watchdog import WATCHDOG
 
 # Seconds the scheduler's code (its factory, each pass) may take before it is called hung.
 DEFAULT_SCHEDULE_DEADLINE = 10.0
@@ -110,44 +50,6 @@ _guarded = operator.attrgetter(*GUARDED_FIELDS)
 
 def _show(value: object) -> str:
     return value.name if isinstance(value, enum.Enum) else repr(value)
-
-
-@attrs.frozen
-class StateDeclaration:
-    """Whether a scheduler declared that it keeps no state between passes, as read.
-
-    ``stateless`` holds only for the bool ``True``. ``error`` is a finding of the
-    kind ``scheduler_raised`` or ``scheduler_hung``: reading the declaration ran
-    the scheduler's code (a property, a ``__getattr__``) and it raised or hung;
-    the scheduler is then taken to keep state.
-    """
-
-    stateless: bool
-    error: StepError | None = None
-
-
-def _declared(scheduler: object) -> object:
-    """The scheduler's declaration, or None when it makes none.
-
-    An ``AttributeError`` means no declaration only when none is defined: one
-    raised by a property that is defined is the scheduler's code raising.
-    """
-    try:
-        return getattr(scheduler, STATELESS_DECLARATION)
-    except AttributeError:
-        try:
-            inspect.getattr_static(scheduler, STATELESS_DECLARATION)
-        except AttributeError:
-            return None
-        raise
-
-
-class _Found(Exception):
-    """A finding about the scheduler's code, carried out of the call that made it."""
-
-    def __init__(self, error: StepError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 class Engine:
@@ -218,12 +120,15 @@ class Engine:
         # One periodic alarm for the engine's life, not one per call (spec 8b: a hang is a finding).
         if schedule_deadline is not None and WATCHDOG.arm(schedule_deadline):
             weakref.finalize(self, WATCHDOG.disarm)
+        environment = self.environment
         try:
-            self.scheduler = self._untrusted(scheduler_factory, "the scheduler factory")(
-                self.environment
+            self.scheduler = untrusted.call(
+                lambda: scheduler_factory(environment),
+                "the scheduler factory",
+                deadline=schedule_deadline,
             )
-        except _Found as found:
-            self._factory_error = found.error
+        except untrusted.Failed as failed:
+            self._factory_error = failed.error
 
     # ---- the world's inputs ----
 
@@ -370,43 +275,19 @@ class Engine:
         scheduler = self.scheduler
         try:
             # The method is looked up inside: a scheduler without one is a finding too.
-            output = self._untrusted(
-                lambda: scheduler.schedule_request(active, set()), "schedule_request"
-            )()
-        except _Found as found:
-            return None, found.error
+            output = untrusted.call(
+                lambda: scheduler.schedule_request(active, set()),
+                "schedule_request",
+                deadline=self.schedule_deadline,
+            )
+        except untrusted.Failed as failed:
+            return None, failed.error
         finally:
             self._writes = self._undo_writes(active, before)
-        lists = read_lists(output, self._requests, self._next_id)
+        lists = read_lists(output, self._requests, self._next_id, deadline=self.schedule_deadline)
         if isinstance(lists, StepError):
             return None, lists
         return lists, None
-
-    def _untrusted(self, fn: Callable[..., T], what: str) -> Callable[..., T]:
-        """``fn`` run under the deadline; whatever it raises becomes a ``_Found``.
-
-        Only ``KeyboardInterrupt`` gets through: it stops the run.
-        """
-
-        def call(*args: Any) -> T:
-            WATCHDOG.enter(self.schedule_deadline, what)
-            try:
-                result = fn(*args)
-            except KeyboardInterrupt:
-                WATCHDOG.leave()
-                raise
-            except BaseException as err:  # the SUT is untrusted, SystemExit included
-                # Stop watching first: the alarm must not fire while the finding is built.
-                WATCHDOG.leave()
-                if isinstance(err, SchedulerHung):
-                    error = StepError("scheduler_hung", str(err), exception="SchedulerHung")
-                else:
-                    error = _raised(what, err)
-                raise _Found(error) from None
-            WATCHDOG.leave()
-            return result
-
-        return call
 
     def _undo_writes(
         self, active: list[Request], before: list[tuple[object, ...]]
@@ -575,28 +456,21 @@ class Engine:
     # ---- observing ----
 
     def state_declaration(self) -> StateDeclaration:
-        """The scheduler's ``keeps_no_state_between_passes``: the one way it is read.
+        """The scheduler's ``keeps_no_state_between_passes``, as every reader sees it.
 
-        Only the bool ``True`` declares a scheduler stateless; anything else
-        (no declaration, ``False``, ``"yes"``, ``1``) means it keeps state. The
-        declaration is untrusted code like the rest of the scheduler: it is
-        read under the deadline, and a raise or a hang is a finding (``error``)
-        with the scheduler taken to keep state. It is read once per engine;
-        a copy of the engine keeps the reading.
+        Read strictly by ``untrusted.state_declaration``: only the bool ``True``
+        declares a scheduler stateless, and a raise or a hang while it is read
+        is a finding (``error``) with the scheduler taken to keep state. It is
+        read once per engine; a copy of the engine keeps the reading.
         """
         if self._declaration is None:
-            self._declaration = self._read_declaration()
+            if self.scheduler is None:  # none was built: the factory's error is the finding
+                self._declaration = StateDeclaration(False)
+            else:
+                self._declaration = untrusted.state_declaration(
+                    self.scheduler, deadline=self.schedule_deadline
+                )
         return self._declaration
-
-    def _read_declaration(self) -> StateDeclaration:
-        scheduler = self.scheduler
-        if scheduler is None:  # no scheduler was built: the factory's error is the finding
-            return StateDeclaration(False)
-        try:
-            value = self._untrusted(lambda: _declared(scheduler), STATELESS_DECLARATION)()
-        except _Found as found:
-            return StateDeclaration(False, found.error)
-        return StateDeclaration(value is True)
 
     def snapshot(self) -> Snapshot:
         """The world now, with the last iteration's step record."""

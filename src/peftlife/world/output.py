@@ -15,6 +15,7 @@ from collections.abc import Container, Iterator, Mapping
 
 import attrs
 
+from peftlife.world import untrusted
 from peftlife.world.config import EngineConfig
 from peftlife.world.kv import KVCacheManager, Residency
 from peftlife.world.request import LlmRequestState, Request
@@ -37,11 +38,27 @@ LIST_STATE: dict[OutputList, LlmRequestState] = {
 Lists = dict[OutputList, list[Request]]
 
 
-def read_lists(output: object, live: Mapping[int, Request], next_id: int) -> Lists | StepError:
+def read_lists(
+    output: object, live: Mapping[int, Request], next_id: int, *, deadline: float | None
+) -> Lists | StepError:
     """The four lists, or a finding if the output cannot be read as a SchedulerOutput.
 
     ``live`` and ``next_id`` are the engine's: a listed request must be one it submitted.
+    The output is the scheduler's object, so reading it runs the scheduler's code
+    (a property, a ``__getattr__``, a list's ``__iter__``): it is read as any
+    untrusted code is, within ``deadline`` seconds, and a raise or a hang is a finding.
     """
+    try:
+        return untrusted.call(
+            lambda: _read(output, live, next_id),
+            "reading schedule_request's output",
+            deadline=deadline,
+        )
+    except untrusted.Failed as failed:
+        return failed.error
+
+
+def _read(output: object, live: Mapping[int, Request], next_id: int) -> Lists | StepError:
     lists: Lists = {}
     for key, attr in OUTPUT_LISTS:
         if not hasattr(output, attr):

@@ -67,5 +67,6 @@ SchedulerFactory = Callable[[Environment], Scheduler]
 # The optional attribute by which a scheduler declares that it keeps no state
 # between passes. Only the bool ``True`` declares it; anything else, and a
 # declaration that raises when read, means the scheduler keeps state. Every
-# reader goes through ``Engine.state_declaration`` (world/engine.py).
+# reader goes through ``Engine.state_declaration``, which reads it with
+# ``untrusted.state_declaration`` (world/untrusted.py).
 STATELESS_DECLARATION = "keeps_no_state_between_passes"

@@ -6,7 +6,8 @@ writes and a monotonic clock read. The alarm handler raises ``SchedulerHung``
 only while the scheduler's code runs and its deadline has passed.
 ``SchedulerHung`` derives from ``BaseException``, so a scheduler's
 ``except Exception`` cannot swallow it; one that swallows even that is
-interrupted again a second later.
+interrupted again a second later. The scheduler's code is entered and left
+by ``peftlife.world.untrusted.call``, the one way it is called.
 
 SIGALRM exists only on the main thread of a POSIX process: elsewhere the
 watchdog does nothing and a hang is not caught (documented, never silently
@@ -18,8 +19,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -112,22 +111,6 @@ class Watchdog:
         # Not cleared: a scheduler that swallows this is interrupted again.
         self._deadline_at = time.monotonic() + _AGAIN_AFTER
         raise SchedulerHung(f"{self._what} did not return within {self._seconds} s")
-
-    @contextmanager
-    def watching(self, seconds: float, what: str) -> Iterator[None]:
-        """Run a block of untrusted code under its own deadline, arming the alarm for it.
-
-        >>> with WATCHDOG.watching(5.0, "a factory"):
-        ...     pass
-        """
-        armed = self.arm(seconds)
-        self.enter(seconds, what)
-        try:
-            yield
-        finally:
-            self.leave()
-            if armed:
-                self.disarm()
 
 
 WATCHDOG = Watchdog()
