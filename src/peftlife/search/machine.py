@@ -239,20 +239,24 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     factory = sut.wired(sut_spec)
     s = scenarios.load(scenario)
 
+    # What one submit draws: adapter index, weights sent, prompt and output lengths.
+    adapter, weights = s.adapter_choice(), s.carries_weights()
+    prompt_len = s.prompt_len.strategy(at_least=1)
+    max_new_tokens = s.max_new_tokens.strategy(at_least=1)
+
     # Every rule is valid in every state (no precondition, no bundle to draw from),
     # so Hypothesis never rejects an example for an unlucky choice of rules.
     class Machine(LifecycleMachine):
-        request = {
-            "adapter": s.adapter_choice(),
-            "weights": s.carries_weights(),
-            "prompt_len": s.prompt_len.strategy(at_least=1),
-            "max_new_tokens": s.max_new_tokens.strategy(at_least=1),
-        }
-
         # Every example opens with a request. Swarm testing drops a random subset of
         # the rules from each example; without this, the half of the examples that
         # lost ``submit`` had nothing to schedule and spent the budget for nothing.
-        @initialize(config=s.worlds(), **request)
+        @initialize(
+            config=s.worlds(),
+            adapter=adapter,
+            weights=weights,
+            prompt_len=prompt_len,
+            max_new_tokens=max_new_tokens,
+        )
         def build_world(
             self,
             config: EngineConfig,
@@ -269,7 +273,9 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
                 cls.progress(cls.examples, cls.iterations)
             self.submit(adapter, weights, prompt_len, max_new_tokens)
 
-        @rule(**request)
+        @rule(
+            adapter=adapter, weights=weights, prompt_len=prompt_len, max_new_tokens=max_new_tokens
+        )
         def submit(self, adapter: int, weights: bool, prompt_len: int, max_new_tokens: int) -> None:
             assert self.engine is not None
             if self.submitted >= s.max_requests:
