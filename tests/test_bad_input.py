@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from peftlife import reports, sut
 from peftlife.checker.drain import drain_premise_broken
 from peftlife.doors import cli
-from peftlife.search import scenarios
+from peftlife.search import gate, scenarios
 from peftlife.search.machine import lifecycle_machine
 from peftlife.search.trace import Action
 from peftlife.sut import wiring
@@ -636,7 +636,7 @@ def test_a_finding_whose_reports_cannot_be_written_is_printed_and_exits_1(
 def test_an_unwritable_mutants_json_is_refused_before_the_gate(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli, "gate_one", lambda *a: pytest.fail("the gate ran on bad input"))
+    monkeypatch.setattr(gate, "run_gate", lambda *a, **k: pytest.fail("the gate ran on bad input"))
     Path("afile").write_text("")
     _refused(capsys, ["mutants", "--json", "afile/gate.json"], "'afile' is a file")
 
@@ -645,9 +645,11 @@ def test_a_gate_whose_json_cannot_be_written_keeps_its_verdict(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The directory passed the check, then could not be made: the table stands, exit 0.
-    row = cli.GateRow("reference @ default", False, "default", "-", True, 1, None, 0.0)
-    monkeypatch.setattr(cli, "CATALOGUE", ())
-    monkeypatch.setattr(cli, "_reference_row", lambda *a: row)
+    row = gate.GateRow(
+        gate.Kind.REFERENCE, "reference @ default", False, "default", "-", True, 1, None, 0.0
+    )
+    monkeypatch.setattr(gate, "CATALOGUE", ())
+    monkeypatch.setattr(gate.ReferenceRun, "run", lambda self: row)
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
     monkeypatch.setattr(cli.reports, "unwritable", lambda *a: None)
     Path("afile").write_text("")

@@ -24,6 +24,7 @@ import peftlife
 from peftlife.checker import catalogue
 from peftlife.doors import cli
 from peftlife.doors.progress import Tick, progress
+from peftlife.search import gate
 from peftlife.search.machine import COVERAGE_LABELS
 from peftlife.search.shrink import ShrinkProgress
 from peftlife.sut.mutants import BY_NAME, CATALOGUE
@@ -264,7 +265,7 @@ def test_the_gate_table_reads_at_80_columns_with_every_column() -> None:
     Console(file=out, width=80, color_system=None).print(cli._gate_table(cells))
     text = out.getvalue()
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
-    for header in cli._GATE_HEADER:
+    for header in gate.HEADER:
         assert header in text
     for value in ("1102", "11", "22.0", "417"):
         assert value in text
@@ -325,10 +326,10 @@ def test_check_and_the_gate_tell_their_progress_the_shrink_phase(
     monkeypatch.setattr(cli, "progress", recording)
     if command == "mutants":
         # One mutant, in this process: the same news a worker process queues.
-        monkeypatch.setattr(cli, "CATALOGUE", CATALOGUE[:1])
+        monkeypatch.setattr(gate, "CATALOGUE", CATALOGUE[:1])
         monkeypatch.setattr(cli.scenarios, "shipped_names", lambda: ["default"])
         argv = ["mutants", "--profile", "ci", "--jobs", "1"]
-        monkeypatch.setattr(cli, "_NEWS_EVERY", 0.0)
+        monkeypatch.setattr(gate, "_NEWS_EVERY", 0.0)
     else:
         argv = [*FOUND, "--report-dir", str(tmp_path)]
     cli.main(argv)

@@ -8,16 +8,11 @@ one-line message that says how to fix it.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import multiprocessing
 import os
-import queue
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -32,10 +27,10 @@ from peftlife import reports, sut
 from peftlife.checker import catalogue, invariants
 from peftlife.doors import baseline, fuzz, junit
 from peftlife.doors import summary as run_summary
-from peftlife.doors.progress import Tick, progress
-from peftlife.search import database, explore, profiles, scenarios, shrink
+from peftlife.doors.progress import progress
+from peftlife.search import database, explore, gate, profiles, scenarios, shrink
 from peftlife.search.machine import SearchResult, hunt, minimized, search
-from peftlife.sut.mutants import CATALOGUE, Mutant
+from peftlife.sut.mutants import CATALOGUE
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -271,126 +266,24 @@ def _warn_unreached(result: SearchResult, console: Console) -> None:
 # ---- peftlife mutants ----
 
 
-@attrs.frozen
-class GateRow:
-    mutant: str
-    caught: bool
-    scenario: str
-    invariant: str
-    acceptable: bool
-    examples: int
-    shrunk_steps: int | None
-    seconds: float
-
-
-def gate_one(mutant: Mutant, profile: str, shrink: bool, timeout: float | None = None) -> GateRow:
-    """Hunt the mutant through the shipped scenarios; shrink what was found."""
-    start = time.perf_counter()
-    found = hunt(f"mutant:{mutant.name}", _settings(profile))
-    if found.failure is None:
-        return GateRow(
-            mutant.name, False, "-", "-", False, found.examples_to_find, None, _since(start)
-        )
-    if shrink:
-        failure = minimized(found.failure, timeout=timeout, progress=_shrink_news(mutant.name))
-    else:
-        failure = found.failure
-    invariant = found.failure.invariant
-    return GateRow(
-        mutant.name,
-        True,
-        found.scenario,
-        invariant,
-        invariant in mutant.acceptable,
-        found.examples_to_find,
-        len(failure.run.actions) if shrink else None,
-        _since(start),
-    )
-
-
-# Where a gate run tells the gate's progress display how its shrink goes: the
-# display itself in one process, a queue to the parent in a worker process.
-_NEWS: Callable[[str], None] | None = None
-# Seconds between two pieces of shrink news, and how long the last one stays shown.
-_NEWS_EVERY, _NEWS_SHOWN = 0.25, 1.0
-
-
-def _hear_news(tell: Callable[[str], None] | None) -> None:
-    global _NEWS
-    _NEWS = tell
-
-
-def _shrink_news(mutant: str) -> Callable[[shrink.ShrinkProgress], None] | None:
-    tell = _NEWS
-    if tell is None:
-        return None
-    last = [0.0]
-
-    def news(where: shrink.ShrinkProgress) -> None:
-        if time.monotonic() - last[0] >= _NEWS_EVERY:
-            last[0] = time.monotonic()
-            tell(f"{mutant} {where.describe()}")
-
-    return news
-
-
-def _since(start: float) -> float:
-    return round(time.perf_counter() - start, 1)
-
-
-def _reference_row(scenario: str, profile: str) -> GateRow:
-    result = search("reference", scenario, _settings(profile), shrink=False)
-    invariant = "-" if result.failure is None else result.failure.invariant
-    return GateRow(
-        f"reference @ {scenario}",
-        result.failure is not None,
-        scenario,
-        invariant,
-        result.failure is None,
-        result.examples,
-        None,
-        round(result.seconds, 1),
-    )
-
-
 def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
     if args.list:
         return _list_mutants(console)
-    jobs = max(1, args.jobs)
     if args.json:
         _writable(str(Path(args.json).parent), "--json's directory")
-    tasks: list[tuple[Callable[..., GateRow], tuple[Any, ...]]] = [
-        (_reference_row, (scenario, args.profile)) for scenario in scenarios.shipped_names()
-    ]
-    shrinks = not args.no_shrink
-    tasks += [(gate_one, (m, args.profile, shrinks, args.shrink_timeout)) for m in CATALOGUE]
+    runs = gate.plan(args.profile, shrink=not args.no_shrink, shrink_timeout=args.shrink_timeout)
     show = not args.quiet
-    with progress(console, "mutant gate", len(tasks), show=show, unit="runs") as tick:
-        if jobs == 1:
-            rows = []
-            _hear_news(tick.phase)
-            try:
-                for fn, fn_args in tasks:
-                    rows.append(fn(*fn_args))
-                    tick.phase(None)
-                    tick(len(rows), 0)
-            finally:
-                _hear_news(None)
-        else:
-            rows = _gate_in_processes(tasks, jobs, tick)
-    reference = [r for r in rows if r.mutant.startswith("reference")]
-    mutants = [r for r in rows if not r.mutant.startswith("reference")]
-    ok = all(r.acceptable for r in reference) and all(r.caught and r.acceptable for r in mutants)
-    cells = [_gate_cells(r) for r in rows]
+    with progress(console, "mutant gate", len(runs), show=show, unit="runs") as tick:
+        table = gate.run_gate(
+            runs, jobs=max(1, args.jobs), done=lambda finished: tick(finished, 0), news=tick.phase
+        )
+    cells = [row.cells() for row in table.rows]
     console.print(_gate_table(cells))
-    verdict = "the reference held and every mutant was caught" if ok else "the gate FAILED"
-    console.print(verdict)
+    console.print(table.verdict)
     if args.json:
         path = Path(args.json)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            table_json = {"ok": ok, "rows": [attrs.asdict(r) for r in rows]}
-            path.write_text(json.dumps(table_json, indent=1) + "\n", "utf-8")
+            gate.write(table, path)
             reports.write_index(path.parent)  # the report directory's index shows the gate
         except OSError as err:
             # The table above is the gate's verdict; its exit code stands.
@@ -399,56 +292,28 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
                 "the table above is the whole result",
                 file=sys.stderr,
             )
-    title = f"peftlife mutants: {'passed' if ok else 'FAILED'} ({args.profile} profile)"
-    markdown = run_summary.table_markdown(title, _GATE_HEADER, cells) + f"\n{verdict}\n"
-    _ci_outputs(args, markdown, "peftlife mutants", [_gate_junit(r) for r in rows])
-    return EXIT_HELD if ok else EXIT_FOUND
-
-
-_GATE_HEADER = ("mutant", "caught", "scenario", "invariant", "examples", "steps", "seconds")
-
-
-def _gate_cells(r: GateRow) -> list[str]:
-    steps = "-" if r.shrunk_steps is None else str(r.shrunk_steps)
-    if r.mutant.startswith("reference"):
-        caught = "held" if r.acceptable else "FAILED"
-        return [
-            "reference",
-            caught,
-            r.scenario,
-            r.invariant,
-            str(r.examples),
-            steps,
-            f"{r.seconds:.1f}",
-        ]
-    caught = ("yes" if r.acceptable else "yes, unexpected invariant") if r.caught else "NO"
-    return [r.mutant, caught, r.scenario, r.invariant, str(r.examples), steps, f"{r.seconds:.1f}"]
+    title = f"peftlife mutants: {'passed' if table.ok else 'FAILED'} ({args.profile} profile)"
+    markdown = run_summary.table_markdown(title, gate.HEADER, cells) + f"\n{table.verdict}\n"
+    _ci_outputs(args, markdown, "peftlife mutants", [_gate_junit(r) for r in table.rows])
+    return EXIT_HELD if table.ok else EXIT_FOUND
 
 
 def _gate_table(cells: list[list[str]]) -> Table:
     """The gate as a table that reads at 80 columns: long names fold, no column is dropped."""
     table = Table(title="peftlife mutant gate", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in _GATE_HEADER[:4]:
+    for column in gate.HEADER[:4]:
         table.add_column(column, overflow="fold")
-    for column in _GATE_HEADER[4:]:
+    for column in gate.HEADER[4:]:
         table.add_column(column, justify="right", no_wrap=True)
     for row in cells:
         table.add_row(*row)
     return table
 
 
-def _gate_junit(r: GateRow) -> junit.JunitCase:
-    failed = (
-        not r.acceptable if r.mutant.startswith("reference") else not (r.caught and r.acceptable)
-    )
-    name = r.mutant.replace(" @ ", "@")
-    failure = None
-    if failed:
-        failure = f"{r.mutant}: " + ("not caught" if not r.caught else f"caught by {r.invariant}")
-        if r.mutant.startswith("reference"):
-            failure = f"the reference failed {r.invariant} in {r.scenario}"
-    properties = (("peftlife_invariant", r.invariant), ("peftlife_scenario", r.scenario))
-    return junit.JunitCase(name, "peftlife.mutants", r.seconds, failure, "", properties)
+def _gate_junit(row: gate.GateRow) -> junit.JunitCase:
+    name = row.name.replace(" @ ", "@")
+    properties = (("peftlife_invariant", row.invariant), ("peftlife_scenario", row.scenario))
+    return junit.JunitCase(name, "peftlife.mutants", row.seconds, row.failure, "", properties)
 
 
 def _list_mutants(console: Console) -> int:
@@ -460,35 +325,6 @@ def _list_mutants(console: Console) -> int:
         table.add_row(m.name, m.description, ", ".join(m.acceptable))
     console.print(table)
     return EXIT_HELD
-
-
-def _gate_in_processes(
-    tasks: list[tuple[Callable[..., GateRow], tuple[Any, ...]]], jobs: int, tick: Tick
-) -> list[GateRow]:
-    """Run the gate's tasks on ``jobs`` processes; their shrink news reaches ``tick``."""
-    news: multiprocessing.Queue[str] = multiprocessing.Queue()
-    with ProcessPoolExecutor(jobs, initializer=_hear_news, initargs=(news.put,)) as pool:
-        futures = [pool.submit(_call, task) for task in tasks]
-        pending, heard = set(futures), 0.0
-        while pending:
-            _, pending = wait(pending, timeout=_NEWS_EVERY, return_when=FIRST_COMPLETED)
-            latest = None
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    latest = news.get_nowait()
-            if latest is not None:
-                tick.phase(latest)
-                heard = time.monotonic()
-            elif heard and time.monotonic() - heard > _NEWS_SHOWN:
-                tick.phase(None)
-                heard = 0.0
-            tick(len(futures) - len(pending), 0)
-        return [f.result() for f in futures]
-
-
-def _call(task: tuple[Callable[..., GateRow], tuple[Any, ...]]) -> GateRow:
-    fn, fn_args = task
-    return fn(*fn_args)
 
 
 # ---- peftlife replay ----
