@@ -25,8 +25,7 @@ from rich.table import Table
 import peftlife
 from peftlife import reports, sut
 from peftlife.checker import catalogue, invariants
-from peftlife.doors import baseline, fuzz, junit
-from peftlife.doors import summary as run_summary
+from peftlife.doors import baseline, ci_outputs, fuzz
 from peftlife.doors.progress import progress
 from peftlife.search import database, explore, gate, profiles, scenarios, shrink
 from peftlife.search.machine import SearchResult, hunt, minimized, search
@@ -139,7 +138,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     settings = _settings(args.profile, args.max_examples, args.database, report_dir)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
-        budget = settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
+        budget = _budget(settings, every)
         with progress(console, label, budget, show=not args.quiet) as tick:
             if every:
                 result = hunt(args.sut, settings, seed=args.seed, progress=tick)
@@ -161,17 +160,15 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             f"({args.profile} profile, {result.seconds:.1f} s)"
         )
         _warn_unreached(result, console)
-    runs = (run_summary.ScenarioRun.of(result, settings.max_examples, finding),)
-    summary = run_summary.RunSummary("check", args.profile, runs)
-    try:
-        run_summary.write_json(summary, report_dir / "summary.json")
-    except OSError as err:  # the verdict stands: a found bug is never an exit 2
-        print(
-            f"peftlife: could not write {report_dir / 'summary.json'} ({err.strerror})",
-            file=sys.stderr,
-        )
-    _ci_outputs(args, summary.markdown(details), "peftlife check", [_junit_case(runs[0], story)])
+    runs = (ci_outputs.ScenarioRun.of(result, settings.max_examples, finding),)
+    summary = ci_outputs.RunSummary("check", args.profile, runs)
+    ci_outputs.write(ci_outputs.for_check(summary, story, details), args)
     return EXIT_HELD if summary.ok else EXIT_FOUND
+
+
+def _budget(settings: hypothesis.settings, every: bool) -> int:
+    """The examples a search may run: the profile's for each scenario it searches."""
+    return settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
 
 
 def _report_finding(
@@ -179,7 +176,7 @@ def _report_finding(
     console: Console,
     result: SearchResult,
     known: frozenset[baseline.Known],
-) -> tuple[run_summary.Finding, str, str]:
+) -> tuple[ci_outputs.Finding, str, str]:
     """Tell and write a finding; return it with its story and its Markdown."""
     assert result.failure is not None
     case = reports.Case.from_failure(
@@ -198,7 +195,7 @@ def _report_finding(
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
     report = str(paths["json"]) if paths else ""
-    finding = run_summary.Finding(invariant, trace, report, is_known)
+    finding = ci_outputs.Finding(invariant, trace, report, is_known)
     story = reports.terminal_text(case, outcome, width=100)
     return finding, story, reports.render_markdown(case, outcome)
 
@@ -226,29 +223,6 @@ def _tell(
             file=sys.stderr,
         )
         return outcome, {}
-
-
-def _junit_case(run: run_summary.ScenarioRun, story: str) -> junit.JunitCase:
-    finding = run.finding
-    if finding is None:
-        return junit.JunitCase(run.scenario, run.sut, run.seconds)
-    properties = [("peftlife_invariant", finding.invariant), ("peftlife_trace", finding.trace)]
-    if finding.report:
-        properties.append(("peftlife_report", finding.report))
-    failure = None if finding.known else f"counterexample: {finding.invariant}"
-    return junit.JunitCase(run.scenario, run.sut, run.seconds, failure, story, tuple(properties))
-
-
-def _ci_outputs(
-    args: argparse.Namespace, markdown: str, suite: str, cases: list[junit.JunitCase]
-) -> None:
-    """The Markdown step summary and the JUnit file of one run, where asked for."""
-    try:
-        run_summary.append_markdown(markdown, args.summary)
-        if args.junit_xml:
-            junit.write(Path(args.junit_xml), suite, cases)
-    except OSError as err:
-        raise BadInput(f"cannot write {err.filename!r}: {err.strerror}") from err
 
 
 ALL_SCENARIOS = "all"
@@ -292,9 +266,7 @@ def cmd_mutants(args: argparse.Namespace, console: Console) -> int:
                 "the table above is the whole result",
                 file=sys.stderr,
             )
-    title = f"peftlife mutants: {'passed' if table.ok else 'FAILED'} ({args.profile} profile)"
-    markdown = run_summary.table_markdown(title, gate.HEADER, cells) + f"\n{table.verdict}\n"
-    _ci_outputs(args, markdown, "peftlife mutants", [_gate_junit(r) for r in table.rows])
+    ci_outputs.write(ci_outputs.for_gate(table, args.profile), args)
     return EXIT_HELD if table.ok else EXIT_FOUND
 
 
@@ -308,12 +280,6 @@ def _gate_table(cells: list[list[str]]) -> Table:
     for row in cells:
         table.add_row(*row)
     return table
-
-
-def _gate_junit(row: gate.GateRow) -> junit.JunitCase:
-    name = row.name.replace(" @ ", "@")
-    properties = (("peftlife_invariant", row.invariant), ("peftlife_scenario", row.scenario))
-    return junit.JunitCase(name, "peftlife.mutants", row.seconds, row.failure, "", properties)
 
 
 def _list_mutants(console: Console) -> int:
@@ -571,18 +537,6 @@ def _common_table() -> str:
     return "common options, taken by the commands they apply to:\n" + "\n".join(rows)
 
 
-def _ci_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--junit-xml", metavar="FILE", default=None, help="also write JUnit XML to this file"
-    )
-    parser.add_argument(
-        "--summary",
-        metavar="FILE",
-        default=None,
-        help="append a Markdown summary to this file (default: $GITHUB_STEP_SUMMARY when set)",
-    )
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="peftlife", description=__doc__, epilog=_common_table(), formatter_class=_Help
@@ -627,7 +581,7 @@ def _parser() -> argparse.ArgumentParser:
         help="known findings (a summary.json of an earlier run): they do not fail the run",
     )
     _shrink_timeout_option(check)
-    _ci_options(check)
+    ci_outputs.add_options(check)
     _common_options(
         check,
         "check",
@@ -645,7 +599,7 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     gate.add_argument("--no-shrink", action="store_true", help="skip shrinking (no step counts)")
     _shrink_timeout_option(gate)
-    _ci_options(gate)
+    ci_outputs.add_options(gate)
     _common_options(gate, "mutants", quiet={"help": "no progress"})
     gate.set_defaults(run=cmd_mutants)
 
@@ -742,7 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         args = parser.parse_args(argv)
         code: int = args.run(args, console)
-    except BadInput as err:
+    except (BadInput, ci_outputs.CiOutputError) as err:
         if err.__cause__ is not None and getattr(args, "verbose", False):
             traceback.print_exception(err.__cause__, file=sys.stderr)
         print(f"peftlife: error: {err}", file=sys.stderr)

@@ -23,13 +23,12 @@ import hypothesis
 from rich.console import Console
 
 from peftlife import reports, sut
-from peftlife.doors import junit
+from peftlife.doors import ci_outputs
 from peftlife.doors.cli import (
     EXIT_FOUND,
     EXIT_HELD,
     BadInput,
-    _ci_options,
-    _ci_outputs,
+    _budget,
     _common_options,
     _positive,
     _settings,
@@ -74,7 +73,7 @@ def _diff_parser(p: argparse.ArgumentParser) -> None:
     )
     _max_examples_option(p)
     _shrink_timeout_option(p)
-    _ci_options(p)
+    ci_outputs.add_options(p)
     _common_options(
         p,
         "diff",
@@ -106,7 +105,7 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
     settings = _settings(args.profile, args.max_examples, args.database, report_dir)
     ignore = tuple(dict.fromkeys(args.ignore))
     label = f"diff {args.a} against {args.b} in {args.scenario}"
-    budget = settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
+    budget = _budget(settings, every)
     with progress(console, label, budget, show=not args.quiet) as tick:
         found = diff.find(
             args.a, args.b, args.scenario, settings, ignore=ignore, seed=args.seed, progress=tick
@@ -135,8 +134,8 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
             f"### peftlife diff: `{args.a}` and `{args.b}` behave the same\n\n"
             f"{result.examples} examples in {where} ({args.profile} profile)\n"
         )
-        passed = junit.JunitCase(result.scenario, f"{args.a} vs {args.b}", result.seconds)
-        _ci_outputs(args, markdown, "peftlife diff", [passed])
+        passed = ci_outputs.JunitCase(result.scenario, f"{args.a} vs {args.b}", result.seconds)
+        ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (passed,)), args)
         return EXIT_HELD
     assert result.failure is not None
     case = reports.Case(
@@ -176,7 +175,7 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
     if paths:
         properties.append(("peftlife_report", str(paths["json"])))
     story = diff_reports.terminal_text(dcase, outcome, width=100)
-    jcase = junit.JunitCase(
+    jcase = ci_outputs.JunitCase(
         result.scenario,
         f"{args.a} vs {args.b}",
         result.seconds,
@@ -184,7 +183,7 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
         story,
         tuple(properties),
     )
-    _ci_outputs(args, markdown, "peftlife diff", [jcase])
+    ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (jcase,)), args)
     return EXIT_FOUND
 
 
