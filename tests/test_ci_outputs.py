@@ -26,6 +26,7 @@ from peftlife.doors import cli
 from peftlife.doors.progress import Tick, progress
 from peftlife.search import gate
 from peftlife.search.machine import COVERAGE_LABELS
+from peftlife.search.scenarios import shipped_names
 from peftlife.search.shrink import ShrinkProgress
 from peftlife.sut.mutants import BY_NAME, CATALOGUE
 
@@ -112,6 +113,15 @@ def test_the_json_summary_warns_of_paths_never_reached() -> None:
         f"reference in default: path '{label}' never reached" for label in never
     ]
     assert sum(run["rules"].values()) >= 1
+
+
+def test_the_budget_of_every_scenario_is_each_scenario_s_examples(tmp_path: Path) -> None:
+    argv = ["check", "--scenario", "all", "--max-examples", "3", "-q", "--summary", "s.md"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    (run,) = summary_json()["runs"]
+    budget = 3 * len(shipped_names())
+    assert run["budget"] == budget
+    assert f"| {run['examples']}/{budget} |" in (tmp_path / "s.md").read_text("utf-8")
 
 
 # ---- baseline and excluded invariants ----

@@ -160,7 +160,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             f"({args.profile} profile, {result.seconds:.1f} s)"
         )
         _warn_unreached(result, console)
-    runs = (ci_outputs.ScenarioRun.of(result, settings.max_examples, finding),)
+    runs = (ci_outputs.ScenarioRun.of(result, budget, finding),)
     summary = ci_outputs.RunSummary("check", args.profile, runs)
     ci_outputs.write(ci_outputs.for_check(summary, story, details), args)
     return EXIT_HELD if summary.ok else EXIT_FOUND
