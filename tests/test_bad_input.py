@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from peftlife import reports, sut
 from peftlife.checker.drain import drain_premise_broken
 from peftlife.doors import cli
+from peftlife.doors.cli import check
 from peftlife.search import gate, scenarios
 from peftlife.search.machine import lifecycle_machine
 from peftlife.search.trace import Action
@@ -79,7 +80,7 @@ def _no_search(monkeypatch: pytest.MonkeyPatch) -> None:
     def search(*args: Any, **kwargs: Any) -> Any:
         pytest.fail("a search ran on bad input")
 
-    monkeypatch.setattr(cli, "search", search)
+    monkeypatch.setattr(check, "search", search)
 
 
 # ---- 1. a SUT module that fails while it is imported ----
@@ -621,7 +622,7 @@ def test_a_finding_whose_reports_cannot_be_written_is_printed_and_exits_1(
     def write(*args: Any) -> Any:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(cli.reports, "write", write)
+    monkeypatch.setattr(reports, "write", write)
     argv = ["check", "--sut", "tests.bad_schedulers:Raising", "--profile", "ci"]
     code, out, err = _main(capsys, [*argv, "--report-dir", "r", *(["-q"] if quiet else [])])
     assert code == cli.EXIT_FOUND, (out, err)
@@ -651,7 +652,7 @@ def test_a_gate_whose_json_cannot_be_written_keeps_its_verdict(
     monkeypatch.setattr(gate, "CATALOGUE", ())
     monkeypatch.setattr(gate.ReferenceRun, "run", lambda self: row)
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
-    monkeypatch.setattr(cli.reports, "unwritable", lambda *a: None)
+    monkeypatch.setattr(reports, "unwritable", lambda *a: None)
     Path("afile").write_text("")
     code, out, err = _main(capsys, ["mutants", "--jobs", "1", "--json", "afile/gate.json"])
     assert code == cli.EXIT_HELD, (out, err)

@@ -23,8 +23,9 @@ from rich.console import Console
 import peftlife
 from peftlife.checker import catalogue
 from peftlife.doors import cli
+from peftlife.doors.cli import check, mutants
 from peftlife.doors.progress import Tick, progress
-from peftlife.search import gate
+from peftlife.search import gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS
 from peftlife.search.scenarios import shipped_names
 from peftlife.search.shrink import ShrinkProgress
@@ -272,7 +273,7 @@ def test_the_gate_table_reads_at_80_columns_with_every_column() -> None:
     ]
     cells[1] += ["1102", "11", "22.0"]
     out = io.StringIO()
-    Console(file=out, width=80, color_system=None).print(cli._gate_table(cells))
+    Console(file=out, width=80, color_system=None).print(mutants.gate_table(cells))
     text = out.getvalue()
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
     for header in gate.HEADER:
@@ -333,11 +334,12 @@ def test_check_and_the_gate_tell_their_progress_the_shrink_phase(
     def recording(*args: object, **kwargs: object) -> Iterator[Tick]:
         yield Tick(lambda done, iterations, phase: phases.append(phase))
 
-    monkeypatch.setattr(cli, "progress", recording)
+    monkeypatch.setattr(check, "progress", recording)
+    monkeypatch.setattr(mutants, "progress", recording)
     if command == "mutants":
         # One mutant, in this process: the same news a worker process queues.
         monkeypatch.setattr(gate, "CATALOGUE", CATALOGUE[:1])
-        monkeypatch.setattr(cli.scenarios, "shipped_names", lambda: ["default"])
+        monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
         argv = ["mutants", "--profile", "ci", "--jobs", "1"]
         monkeypatch.setattr(gate, "_NEWS_EVERY", 0.0)
     else:
