@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from peftlife import reports, sut
 from peftlife.checker.drain import drain_premise_broken
 from peftlife.doors import cli
-from peftlife.search import scenarios
+from peftlife.doors.cli import check
+from peftlife.search import gate, scenarios
 from peftlife.search.machine import lifecycle_machine
 from peftlife.search.trace import Action
 from peftlife.sut import wiring
@@ -79,7 +80,7 @@ def _no_search(monkeypatch: pytest.MonkeyPatch) -> None:
     def search(*args: Any, **kwargs: Any) -> Any:
         pytest.fail("a search ran on bad input")
 
-    monkeypatch.setattr(cli, "search", search)
+    monkeypatch.setattr(check, "search", search)
 
 
 # ---- 1. a SUT module that fails while it is imported ----
@@ -633,7 +634,7 @@ def test_a_finding_whose_reports_cannot_be_written_is_printed_and_exits_1(
     def write(*args: Any) -> Any:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(cli.reports, "write", write)
+    monkeypatch.setattr(reports, "write", write)
     argv = ["check", "--sut", "tests.bad_schedulers:Raising", "--profile", "ci"]
     code, out, err = _main(capsys, [*argv, "--report-dir", "r", *(["-q"] if quiet else [])])
     assert code == cli.EXIT_FOUND, (out, err)
@@ -648,7 +649,7 @@ def test_a_finding_whose_reports_cannot_be_written_is_printed_and_exits_1(
 def test_an_unwritable_mutants_json_is_refused_before_the_gate(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli, "gate_one", lambda *a: pytest.fail("the gate ran on bad input"))
+    monkeypatch.setattr(gate, "run_gate", lambda *a, **k: pytest.fail("the gate ran on bad input"))
     Path("afile").write_text("")
     _refused(capsys, ["mutants", "--json", "afile/gate.json"], "'afile' is a file")
 
@@ -657,11 +658,13 @@ def test_a_gate_whose_json_cannot_be_written_keeps_its_verdict(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The directory passed the check, then could not be made: the table stands, exit 0.
-    row = cli.GateRow("reference @ default", False, "default", "-", True, 1, None, 0.0)
-    monkeypatch.setattr(cli, "CATALOGUE", ())
-    monkeypatch.setattr(cli, "_reference_row", lambda *a: row)
+    row = gate.GateRow(
+        gate.Kind.REFERENCE, "reference @ default", False, "default", "-", True, 1, None, 0.0
+    )
+    monkeypatch.setattr(gate, "CATALOGUE", ())
+    monkeypatch.setattr(gate.ReferenceRun, "run", lambda self: row)
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
-    monkeypatch.setattr(cli.reports, "unwritable", lambda *a: None)
+    monkeypatch.setattr(reports, "unwritable", lambda *a: None)
     Path("afile").write_text("")
     code, out, err = _main(capsys, ["mutants", "--jobs", "1", "--json", "afile/gate.json"])
     assert code == cli.EXIT_HELD, (out, err)

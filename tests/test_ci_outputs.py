@@ -23,8 +23,11 @@ from rich.console import Console
 import peftlife
 from peftlife.checker import catalogue
 from peftlife.doors import cli
+from peftlife.doors.cli import check, mutants
 from peftlife.doors.progress import Tick, progress
+from peftlife.search import gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS
+from peftlife.search.scenarios import shipped_names
 from peftlife.search.shrink import ShrinkProgress
 from peftlife.sut.mutants import BY_NAME, CATALOGUE
 
@@ -111,6 +114,15 @@ def test_the_json_summary_warns_of_paths_never_reached() -> None:
         f"reference in default: path '{label}' never reached" for label in never
     ]
     assert sum(run["rules"].values()) >= 1
+
+
+def test_the_budget_of_every_scenario_is_each_scenario_s_examples(tmp_path: Path) -> None:
+    argv = ["check", "--scenario", "all", "--max-examples", "3", "-q", "--summary", "s.md"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    (run,) = summary_json()["runs"]
+    budget = 3 * len(shipped_names())
+    assert run["budget"] == budget
+    assert f"| {run['examples']}/{budget} |" in (tmp_path / "s.md").read_text("utf-8")
 
 
 # ---- baseline and excluded invariants ----
@@ -261,10 +273,10 @@ def test_the_gate_table_reads_at_80_columns_with_every_column() -> None:
     ]
     cells[1] += ["1102", "11", "22.0"]
     out = io.StringIO()
-    Console(file=out, width=80, color_system=None).print(cli._gate_table(cells))
+    Console(file=out, width=80, color_system=None).print(mutants.gate_table(cells))
     text = out.getvalue()
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
-    for header in cli._GATE_HEADER:
+    for header in gate.HEADER:
         assert header in text
     for value in ("1102", "11", "22.0", "417"):
         assert value in text
@@ -322,13 +334,14 @@ def test_check_and_the_gate_tell_their_progress_the_shrink_phase(
     def recording(*args: object, **kwargs: object) -> Iterator[Tick]:
         yield Tick(lambda done, iterations, phase: phases.append(phase))
 
-    monkeypatch.setattr(cli, "progress", recording)
+    monkeypatch.setattr(check, "progress", recording)
+    monkeypatch.setattr(mutants, "progress", recording)
     if command == "mutants":
         # One mutant, in this process: the same news a worker process queues.
-        monkeypatch.setattr(cli, "CATALOGUE", CATALOGUE[:1])
-        monkeypatch.setattr(cli.scenarios, "shipped_names", lambda: ["default"])
+        monkeypatch.setattr(gate, "CATALOGUE", CATALOGUE[:1])
+        monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
         argv = ["mutants", "--profile", "ci", "--jobs", "1"]
-        monkeypatch.setattr(cli, "_NEWS_EVERY", 0.0)
+        monkeypatch.setattr(gate, "_NEWS_EVERY", 0.0)
     else:
         argv = [*FOUND, "--report-dir", str(tmp_path)]
     cli.main(argv)

@@ -27,7 +27,7 @@ import pytest
 from peftlife import reports as report
 from peftlife import sut
 from peftlife.doors import cli
-from peftlife.search import scenarios
+from peftlife.search import gate, scenarios
 from peftlife.sut import mutants
 from peftlife.sut.mutants import BY_NAME, Mutant
 from peftlife.sut.reference import ReferenceScheduler
@@ -482,7 +482,7 @@ def _gate(
     catalogue: tuple[Mutant, ...],
     *extra: str,
 ) -> tuple[int, str, dict[str, Any]]:
-    monkeypatch.setattr(cli, "CATALOGUE", catalogue)
+    monkeypatch.setattr(gate, "CATALOGUE", catalogue)
     for mutant in catalogue:
         monkeypatch.setitem(mutants.BY_NAME, mutant.name, mutant)
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])

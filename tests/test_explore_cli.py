@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from peftlife.doors import cli
+from peftlife.doors.cli.tell import warn_unreached
 from peftlife.search.machine import COVERAGE_LABELS, SearchResult
 
 
@@ -65,8 +66,8 @@ def test_a_run_that_never_reached_a_witness_warns() -> None:
     reached = Counter(dict.fromkeys(COVERAGE_LABELS[1:], 1))
     result = SearchResult("reference", "default", None, 10, 10, 0.1, reached)
     assert result.unreached == (COVERAGE_LABELS[0],)
-    cli._warn_unreached(result, console)
+    warn_unreached(result, console)
     assert f"warning: never reached {COVERAGE_LABELS[0]}" in console.export_text()
     everything = SearchResult("reference", "default", None, 10, 10, 0.1, Counter(COVERAGE_LABELS))
-    cli._warn_unreached(everything, Console(record=True))
+    warn_unreached(everything, Console(record=True))
     assert everything.unreached == ()

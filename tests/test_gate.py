@@ -3,26 +3,107 @@
 Each mutant is hunted through the shipped scenarios, taking turns in slices, under the ``ci``
 profile, with no hand-written steps and no scenario made for it; a mutant that
 escapes, or that is caught on an invariant its catalogue entry does not
-accept, fails the suite.
+accept, fails the suite. The verdict is the gate's own (``GateRow.passed``),
+the rule ``peftlife mutants`` applies.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from peftlife.search import profiles
-from peftlife.search.machine import hunt
+from peftlife.search import gate
+from peftlife.search.gate import Gate, GateFileError, GateRow, Kind
 from peftlife.sut.mutants import CATALOGUE, Mutant
-
-CI = profiles.get("ci")
 
 
 @pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
 def test_mutation_gate(mutant: Mutant) -> None:
     """Caught by search alone: the shipped scenarios taking turns, no hand-written steps."""
-    result = hunt(f"mutant:{mutant.name}", CI)
-    assert result.failure is not None, f"{mutant.name} escaped every shipped scenario"
-    assert result.failure.invariant in mutant.acceptable, (
-        f"{mutant.name} was caught by {result.failure.invariant} in {result.scenario}, "
-        f"not by one of {mutant.acceptable}: {result.failure}"
+    row = gate.MutantRun(mutant, "ci", shrink=False).run()
+    assert row.passed, f"{row.failure} in {row.scenario}, accepted: {', '.join(mutant.acceptable)}"
+
+
+# ---- the pass rule and the table, on rows made by hand ----
+
+
+def reference(caught: bool) -> GateRow:
+    invariant = "no_phantom_owner" if caught else "-"
+    return GateRow(
+        Kind.REFERENCE,
+        "reference @ default",
+        caught,
+        "default",
+        invariant,
+        not caught,
+        9,
+        None,
+        1.0,
     )
+
+
+def mutant(caught: bool, acceptable: bool) -> GateRow:
+    scenario, invariant = ("kv-pressure", "no_phantom_owner") if caught else ("-", "-")
+    return GateRow(Kind.MUTANT, "m", caught, scenario, invariant, acceptable, 4, None, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("row", "passed", "verdict", "failure"),
+    [
+        (reference(False), True, "held", None),
+        (reference(True), False, "FAILED", "the reference failed no_phantom_owner in default"),
+        (mutant(True, True), True, "yes", None),
+        (mutant(True, False), False, "yes, unexpected invariant", "m: caught by no_phantom_owner"),
+        (mutant(False, False), False, "NO", "m: not caught"),
+    ],
+    ids=["reference held", "reference failed", "caught", "misfiled", "escaped"],
+)
+def test_the_pass_rule(row: GateRow, passed: bool, verdict: str, failure: str | None) -> None:
+    assert (row.passed, row.verdict, row.failure) == (passed, verdict, failure)
+    assert Gate((reference(False), row)).ok is passed
+    assert row.cells()[1] == verdict
+    assert len(row.cells()) == len(gate.HEADER)
+
+
+def test_a_reference_row_shows_as_the_reference_with_its_scenario() -> None:
+    assert reference(False).cells()[:3] == ["reference", "held", "default"]
+
+
+def test_what_the_gate_writes_it_reads_back(tmp_path: Path) -> None:
+    table = Gate((reference(False), mutant(True, True), mutant(False, False)))
+    path = tmp_path / "out" / "mutants.json"
+    gate.write(table, path)
+    assert gate.read(path) == table
+    data = json.loads(path.read_text("utf-8"))
+    assert data["ok"] is False
+    assert set(data["rows"][0]) == {
+        "mutant",
+        "kind",
+        "caught",
+        "scenario",
+        "invariant",
+        "acceptable",
+        "examples",
+        "shrunk_steps",
+        "seconds",
+    }
+    assert [r["kind"] for r in data["rows"]] == ["reference", "mutant", "mutant"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{", "cannot read"),
+        ("[]", "no 'rows' list"),
+        ('{"ok": true, "rows": [1]}', "not an object"),
+        ('{"ok": true, "rows": [{"mutant": "m", "caught": true}]}', "has no kind"),
+        ('{"ok": true, "rows": [{"mutant": "m", "kind": "mutant", "caught": 1}]}', "'caught'"),
+    ],
+)
+def test_a_file_that_is_no_gate_is_refused(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "mutants.json"
+    path.write_text(text, "utf-8")
+    with pytest.raises(GateFileError, match=problem):
+        gate.read(path)

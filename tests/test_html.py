@@ -150,6 +150,7 @@ def test_index_lists_every_finding_and_the_gate(
         "rows": [
             {
                 "mutant": "no_release_on_suspend",
+                "kind": "mutant",
                 "caught": True,
                 "scenario": "default",
                 "invariant": "ownership_follows_residency",
@@ -168,6 +169,15 @@ def test_index_lists_every_finding_and_the_gate(
     assert "findings (2)" in index
     assert "mutant gate" in index and "no_release_on_suspend" in index
     assert "the reference held and every mutant was caught" in index
+
+
+def test_index_says_when_a_gate_table_cannot_be_read(tmp_path: Path) -> None:
+    # A table of rows that do not say what they ran (the reference, or a mutant).
+    gate = {"ok": True, "rows": [{"mutant": "no_release_on_suspend", "caught": True}]}
+    (tmp_path / "mutants.json").write_text(json.dumps(gate), "utf-8")
+    index = render_index(tmp_path)
+    assert "mutant gate" in index and "not readable" in index and "has no kind" in index
+    assert "every mutant was caught" not in index
 
 
 def test_index_of_an_empty_directory(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from peftlife.reports.story import (
     subject_rows,
     world_lines,
 )
+from peftlife.search import gate
 from peftlife.search.trace import Entry, Outcome
 from peftlife.world.ledger import Args, Call, Facts, given
 from peftlife.world.snapshot import Snapshot
@@ -536,35 +537,19 @@ def _finding_row(path: Path, data: dict[str, Any]) -> str:
 
 
 def _gate_table(path: Path, data: dict[str, Any]) -> str:
-    heads = ("mutant", "caught", "scenario", "invariant", "examples to find", "shrunk steps", "s")
-    rows = []
-    for r in data.get("rows", []):
-        if not isinstance(r, dict):
-            continue
-        reference = str(r.get("mutant", "")).startswith("reference")
-        if reference:
-            caught = "held" if r.get("acceptable") else "FAILED"
-        elif r.get("caught"):
-            caught = "yes" if r.get("acceptable") else "yes, unexpected invariant"
-        else:
-            caught = "NO"
-        cells = (
-            r.get("mutant"),
-            caught,
-            r.get("scenario"),
-            r.get("invariant"),
-            r.get("examples"),
-            "-" if r.get("shrunk_steps") is None else r.get("shrunk_steps"),
-            r.get("seconds"),
-        )
-        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
-    verdict = (
-        "the reference held and every mutant was caught" if data.get("ok") else "the gate FAILED"
-    )
+    link = f'<a href="{_e(path.name)}">{_e(path.name)}</a>'
+    try:
+        table = gate.Gate.from_json(data)
+    except gate.GateFileError as err:
+        return f"<h2>mutant gate ({link}): not readable ({_e(err)})</h2>"
+    rows = [
+        "<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row.cells()) + "</tr>"
+        for row in table.rows
+    ]
     return (
-        f'<h2>mutant gate (<a href="{_e(path.name)}">{_e(path.name)}</a>): {verdict}</h2>'
+        f"<h2>mutant gate ({link}): {_e(table.verdict)}</h2>"
         '<table class="index gate"><tr>'
-        + "".join(f"<th>{h}</th>" for h in heads)
+        + "".join(f"<th>{h}</th>" for h in gate.HEADER)
         + "</tr>"
         + "".join(rows)
         + "</table>"

@@ -1,13 +1,9 @@
-"""Two commands that compare schedulers: ``peftlife diff A B`` and ``peftlife bisect``.
+"""``peftlife bisect``: find the first commit of a repository whose scheduler fails.
 
-``diff`` searches traces on which two schedulers behave differently, shrinks
-the first divergence and reports it side by side. ``bisect`` finds the first
-commit of a repository whose scheduler fails a saved case or a bounded search.
-``add_commands`` puts both on the ``peftlife`` parser.
-
-Exit codes of ``diff``: 0 no divergence within the budget, 1 a divergence (with
-its reports), 2 bad input. Of ``bisect``: 0 the first bad commit is named, 1
-skipped commits leave more than one candidate, 2 bad input.
+Each commit's scheduler files are written to a scratch folder and tested: a
+saved case replayed (``--case``) or a bounded, derandomized search
+(``--scenario``). Exit codes: 0 the first bad commit is named; 1 skipped
+commits leave more than one candidate; 2 bad input.
 """
 
 from __future__ import annotations
@@ -16,206 +12,30 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import attrs
 import hypothesis
 from rich.console import Console
 
 from peftlife import reports, sut
-from peftlife.doors import junit
-from peftlife.doors.cli import (
+from peftlife.doors.cli.common import (
+    ALL_SCENARIOS,
     EXIT_FOUND,
     EXIT_HELD,
     BadInput,
-    _ci_options,
-    _ci_outputs,
-    _common_options,
-    _positive,
-    _settings,
-    _shrink_timeout_option,
-    _validate,
-    _warn_unreached,
-    _writable,
+    NewCommand,
+    common_options,
+    max_examples_option,
+    shrink_timeout_option,
+    writable,
 )
-from peftlife.doors.progress import progress
-from peftlife.reports import diff as diff_reports
-from peftlife.search import bisect, diff, profiles, scenarios
+from peftlife.search import bisect, profiles, scenarios
 from peftlife.search.machine import hunt, minimized, search
 from peftlife.search.trace import checked_replay
 
-Command = Any  # the ``command(name, text)`` helper of ``cli._parser``
 
-
-def add_commands(command: Command) -> None:
-    """Add ``diff`` and ``bisect`` with the parser's ``command(name, text)`` helper."""
-    _diff_parser(command("diff", "search for a trace on which two schedulers behave differently"))
-    _bisect_parser(command("bisect", "find the first commit whose scheduler fails"))
-
-
-# ---- peftlife diff ----
-
-
-def _diff_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", metavar="A", help=f"the first scheduler: {sut.FORMS}")
-    p.add_argument("b", metavar="B", help="the second scheduler, in the same forms")
-    p.add_argument(
-        "--ignore",
-        choices=diff.IGNORABLE,
-        action="append",
-        default=[],
-        help="'calls': compare only the output lists, states and residency; 'order': compare "
-        "every list as a set and the calls as a multiset (repeatable)",
-    )
-    p.add_argument(
-        "--scenario",
-        default="default",
-        help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns",
-    )
-    _max_examples_option(p)
-    _shrink_timeout_option(p)
-    _ci_options(p)
-    _common_options(
-        p,
-        "diff",
-        quiet={"help": "no progress, no side-by-side story"},
-        database={
-            "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
-            "divergence found once is tried first (default: no database)"
-        },
-    )
-    p.set_defaults(run=cmd_diff)
-
-
-def _max_examples_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--max-examples",
-        metavar="N",
-        type=_positive,
-        default=None,
-        help="examples to search (default: the profile's budget)",
-    )
-
-
-def cmd_diff(args: argparse.Namespace, console: Console) -> int:
-    every = args.scenario == diff.ALL_SCENARIOS
-    _validate(args.a, "default" if every else args.scenario)
-    _validate(args.b)
-    _writable(args.report_dir, "--report-dir")
-    report_dir = Path(args.report_dir)
-    settings = _settings(args.profile, args.max_examples, args.database, report_dir)
-    ignore = tuple(dict.fromkeys(args.ignore))
-    label = f"diff {args.a} against {args.b} in {args.scenario}"
-    budget = settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
-    with progress(console, label, budget, show=not args.quiet) as tick:
-        found = diff.find(
-            args.a, args.b, args.scenario, settings, ignore=ignore, seed=args.seed, progress=tick
-        )
-        result = found.result
-        shrunk = None
-        if result.failure is not None:
-            shrunk = diff.minimized(
-                result.failure,
-                args.b,
-                ignore,
-                timeout=args.shrink_timeout,
-                progress=tick.shrinking,
-            )
-    where = "every shipped scenario" if every else f"scenario {args.scenario}"
-    if shrunk is None:
-        if not args.quiet:
-            console.print(
-                f"same: {result.examples} examples of {args.a} and {args.b} in {where} "
-                f"({args.profile} profile, {result.seconds:.1f} s)"
-            )
-            _warn_unreached(result, console)
-            for line in found.broken_lines(args.a, args.b):
-                console.print(f"note: {line}")
-        markdown = (
-            f"### peftlife diff: `{args.a}` and `{args.b}` behave the same\n\n"
-            f"{result.examples} examples in {where} ({args.profile} profile)\n"
-        )
-        passed = junit.JunitCase(result.scenario, f"{args.a} vs {args.b}", result.seconds)
-        _ci_outputs(args, markdown, "peftlife diff", [passed])
-        return EXIT_HELD
-    assert result.failure is not None
-    case = reports.Case(
-        args.a,
-        result.scenario,
-        shrunk.config,
-        shrunk.actions,
-        seed=args.seed,
-        profile=args.profile,
-        examples=result.examples_to_find,
-        shrink_note=shrunk.shrink.note,
-    )
-    dcase = diff_reports.DiffCase(case, args.b, ignore)
-    outcome = shrunk.outcome
-    if not args.quiet:
-        diff_reports.render_terminal(dcase, outcome, console)
-        console.print()
-    paths = _write_diff(dcase, outcome, args, console)
-    written = "; reports: " + ", ".join(str(p) for p in paths.values()) if paths else ""
-    console.print(
-        f"divergence found after {_count(result.examples_to_find, 'example')}, shrunk to "
-        f"{_count(len(case.actions), 'action')}{written}"
-    )
-    if outcome.divergence is None:
-        console.print(
-            "warning: the shrunk case did not diverge on replay (a nondeterministic SUT?)"
-        )
-    files = {k: v.name for k, v in paths.items()}
-    markdown = diff_reports.render_markdown(dcase, outcome, files)
-    divergence = outcome.divergence
-    message = (
-        f"divergence at iteration {divergence.iteration}"
-        if divergence is not None
-        else "divergence"
-    )
-    properties = [("peftlife_trace", reports.trace_hash(case))]
-    if paths:
-        properties.append(("peftlife_report", str(paths["json"])))
-    story = diff_reports.terminal_text(dcase, outcome, width=100)
-    jcase = junit.JunitCase(
-        result.scenario,
-        f"{args.a} vs {args.b}",
-        result.seconds,
-        message,
-        story,
-        tuple(properties),
-    )
-    _ci_outputs(args, markdown, "peftlife diff", [jcase])
-    return EXIT_FOUND
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _write_diff(
-    dcase: diff_reports.DiffCase,
-    outcome: diff.PairOutcome,
-    args: argparse.Namespace,
-    console: Console,
-) -> dict[str, Path]:
-    """Write a divergence's reports; if they cannot be written, say so and tell the story."""
-    try:
-        return diff_reports.write(dcase, outcome, Path(args.report_dir))
-    except OSError as err:
-        if args.quiet:
-            diff_reports.render_terminal(dcase, outcome, console)
-        print(
-            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror}); "
-            "the divergence above is the whole finding",
-            file=sys.stderr,
-        )
-        return {}
-
-
-# ---- peftlife bisect ----
-
-
-def _bisect_parser(p: argparse.ArgumentParser) -> None:
+def add_parser(command: NewCommand) -> None:
+    p = command("bisect", "find the first commit whose scheduler fails")
     p.add_argument("--repo", metavar="PATH", required=True, help="a git repository (read only)")
     p.add_argument("--good", metavar="REV", required=True, help="a commit that does not fail")
     p.add_argument("--bad", metavar="REV", required=True, help="a later commit that fails")
@@ -243,9 +63,9 @@ def _bisect_parser(p: argparse.ArgumentParser) -> None:
         help="the files of each commit to write, a folder or a file of the repository "
         f"(repeatable; default: {bisect.SCHEDULER_FILES})",
     )
-    _max_examples_option(p)
-    _shrink_timeout_option(p)
-    _common_options(
+    max_examples_option(p)
+    shrink_timeout_option(p)
+    common_options(
         p,
         "bisect",
         quiet={"help": "only the verdict and the report"},
@@ -256,10 +76,10 @@ def _bisect_parser(p: argparse.ArgumentParser) -> None:
         },
         seed={"help": "a fixed seed for each commit's search (default: derandomized)"},
     )
-    p.set_defaults(run=cmd_bisect)
+    p.set_defaults(run=run)
 
 
-def cmd_bisect(args: argparse.Namespace, console: Console) -> int:
+def run(args: argparse.Namespace, console: Console) -> int:
     case = None
     if args.case is not None:
         try:
@@ -268,14 +88,14 @@ def cmd_bisect(args: argparse.Namespace, console: Console) -> int:
             raise BadInput(str(err)) from err
     else:
         try:
-            scenarios.load("default" if args.scenario == diff.ALL_SCENARIOS else args.scenario)
+            scenarios.load("default" if args.scenario == ALL_SCENARIOS else args.scenario)
         except scenarios.ScenarioError as err:
             raise BadInput(str(err)) from err
     try:
         profile = profiles.get(args.profile)
     except profiles.ProfileError as err:
         raise BadInput(str(err)) from err
-    _writable(args.report_dir, "--report-dir")
+    writable(args.report_dir, "--report-dir")
     try:
         repo = bisect.Repo.open(Path(args.repo).expanduser())
         good, bad = repo.commit(args.good, "--good"), repo.commit(args.bad, "--bad")
@@ -295,7 +115,7 @@ def cmd_bisect(args: argparse.Namespace, console: Console) -> int:
         if case is not None:
             outcome = checked_replay(case.config, case.actions, sut.load(spec))
             return bisect.Failure(outcome.violations[0].invariant) if outcome.violations else None
-        if args.scenario == diff.ALL_SCENARIOS:
+        if args.scenario == ALL_SCENARIOS:
             found = hunt(spec, settings, seed=seed).failure
         else:
             found = search(spec, args.scenario, settings, seed=seed, shrink=False).failure
@@ -410,6 +230,3 @@ def _keep(prober: bisect.Prober, commit: bisect.Commit, report_dir: Path) -> Pat
         return prober.keep(commit, report_dir / f"bisect-{commit.short}")
     except OSError:
         return None
-
-
-__all__ = ["add_commands", "cmd_bisect", "cmd_diff"]

@@ -1,0 +1,141 @@
+"""``peftlife check``: search one scheduler for a counterexample, shrink it and report it.
+
+Exit codes: 0 every example held, or every finding is in the baseline; 1 a
+new counterexample; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import attrs
+from rich.console import Console
+
+from peftlife import reports
+from peftlife.checker import invariants
+from peftlife.doors import baseline, ci_outputs
+from peftlife.doors.cli.common import (
+    ALL_SCENARIOS,
+    EXIT_FOUND,
+    EXIT_HELD,
+    SUT_HELP,
+    BadInput,
+    NewCommand,
+    budget,
+    common_options,
+    invariant_name,
+    max_examples_option,
+    settings,
+    shrink_timeout_option,
+    validate,
+    writable,
+)
+from peftlife.doors.cli.tell import tell_case, warn_unreached, written
+from peftlife.doors.progress import progress
+from peftlife.search.machine import SearchResult, hunt, minimized, search
+
+
+def add_parser(command: NewCommand) -> None:
+    check = command("check", "search for a counterexample in one scheduler")
+    check.add_argument("--sut", default="reference", help=SUT_HELP)
+    check.add_argument(
+        "--scenario",
+        default="default",
+        help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns",
+    )
+    max_examples_option(check)
+    check.add_argument(
+        "--exclude-invariant",
+        metavar="NAME",
+        type=invariant_name,
+        action="append",
+        default=[],
+        help="leave this invariant out (repeatable; 'peftlife invariants' lists them)",
+    )
+    check.add_argument(
+        "--baseline",
+        metavar="FILE",
+        default=None,
+        help="known findings (a summary.json of an earlier run): they do not fail the run",
+    )
+    shrink_timeout_option(check)
+    ci_outputs.add_options(check)
+    common_options(
+        check,
+        "check",
+        database={
+            "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
+            "failure found once (by any run pointing at it) is tried first; turns "
+            "derandomization off, --seed still fixes the search (default: no database)"
+        },
+    )
+    check.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    every = args.scenario == ALL_SCENARIOS
+    validate(args.sut, "default" if every else args.scenario)
+    report_dir = Path(args.report_dir)
+    writable(args.report_dir, "--report-dir")
+    try:
+        known = baseline.load(Path(args.baseline)) if args.baseline else frozenset()
+    except baseline.BaselineError as err:
+        raise BadInput(str(err)) from err
+    searching = settings(args.profile, args.max_examples, args.database, report_dir)
+    examples = budget(searching, every)
+    with invariants.excluding(args.exclude_invariant):
+        label = f"checking {args.sut} in {args.scenario}"
+        with progress(console, label, examples, show=not args.quiet) as tick:
+            if every:
+                result = hunt(args.sut, searching, seed=args.seed, progress=tick)
+            else:
+                result = search(
+                    args.sut, args.scenario, searching, seed=args.seed, progress=tick, shrink=False
+                )
+            if result.failure is not None:
+                smaller = minimized(
+                    result.failure, timeout=args.shrink_timeout, progress=tick.shrinking
+                )
+                result = attrs.evolve(result, failure=smaller)
+        found = _report_finding(args, console, result, known) if result.failure else None
+    finding, story, details = found or (None, "", "")
+    if finding is None and not args.quiet:
+        where = "every shipped scenario" if every else f"scenario {args.scenario}"
+        console.print(
+            f"held: {result.examples} examples of {args.sut} in {where} "
+            f"({args.profile} profile, {result.seconds:.1f} s)"
+        )
+        warn_unreached(result, console)
+    runs = (ci_outputs.ScenarioRun.of(result, examples, finding),)
+    summary = ci_outputs.RunSummary("check", args.profile, runs)
+    ci_outputs.write(ci_outputs.for_check(summary, story, details), args)
+    return EXIT_HELD if summary.ok else EXIT_FOUND
+
+
+def _report_finding(
+    args: argparse.Namespace,
+    console: Console,
+    result: SearchResult,
+    known: frozenset[baseline.Known],
+) -> tuple[ci_outputs.Finding, str, str]:
+    """Tell and write a finding; return it with its story and its Markdown."""
+    assert result.failure is not None
+    case = reports.Case.from_failure(
+        result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
+    )
+    outcome, paths = tell_case(case, args, console)
+    invariant = result.failure.invariant
+    trace = reports.trace_hash(case)
+    is_known = baseline.Known(invariant, trace) in known
+    what = "known finding (in the baseline)" if is_known else "counterexample"
+    console.print(
+        f"{what} found after {result.examples_to_find} examples, shrunk to "
+        f"{len(case.actions)} actions{written(paths)}"
+    )
+    if outcome.held:
+        console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
+    report = str(paths["json"]) if paths else ""
+    finding = ci_outputs.Finding(invariant, trace, report, is_known)
+    story = reports.terminal_text(case, outcome, width=100)
+    return finding, story, reports.render_markdown(case, outcome)

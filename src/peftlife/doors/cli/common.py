@@ -1,0 +1,243 @@
+"""What every command of ``peftlife`` shares: its errors, its parser and the common options.
+
+``BadInput`` is bad input at the front door: ``main`` prints its one line and
+exits 2. ``COMMON_OPTIONS`` says which command takes which common option
+(``-q``, ``--profile``, ``--report-dir``...), and ``common_options`` adds them,
+each defined once here. The argparse types refuse bad values with a message
+that says how to fix them; ``validate`` and ``writable`` do the same for a SUT,
+a scenario and a directory before any search starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import hypothesis
+
+from peftlife import reports, sut
+from peftlife.checker import catalogue
+from peftlife.search import database, profiles, scenarios, shrink
+
+EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
+# The --scenario that searches every shipped scenario, taking turns.
+ALL_SCENARIOS = "all"
+SUT_HELP = f"the scheduler: {sut.FORMS}"
+
+# Adds a command to ``peftlife``, by its name and its one line of help.
+NewCommand = Callable[[str, str], argparse.ArgumentParser]
+
+
+class BadInput(Exception):
+    """Bad input at the front door: exit 2 with this one-line message."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, with the fix, instead of argparse's usage block.
+        raise BadInput(f"{message} (see '{self.prog} --help')")
+
+
+class Help(argparse.RawDescriptionHelpFormatter):
+    """Keep the description's paragraphs as written; show each meaningful default once."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+# ---- what a command checks before it searches ----
+
+
+def settings(
+    profile: str,
+    max_examples: int | None = None,
+    url: str | None = None,
+    report_dir: Path | None = None,
+) -> hypothesis.settings:
+    # The story is ours to tell: Hypothesis's own falsifying-example print is noise here.
+    saved = None
+    if url is not None:
+        # A Redis database is mirrored in the report directory, so its saves survive losing it.
+        local = None if report_dir is None else report_dir / "database"
+        try:
+            saved = database.open_database(url, local=local)
+        except database.DatabaseError as err:
+            raise BadInput(str(err)) from err
+    return profiles.for_search(profiles.get(profile), max_examples=max_examples, database=saved)
+
+
+def budget(settings: hypothesis.settings, every: bool) -> int:
+    """The examples a search may run: the profile's for each scenario it searches."""
+    return settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
+
+
+def validate(sut_spec: str, scenario: str | None = None) -> None:
+    """The SUT imports and is wired (its factory builds a scheduler); the scenario reads."""
+    try:
+        sut.wired(sut_spec)
+        if scenario is not None:
+            scenarios.load(scenario)
+    except (sut.SUTError, scenarios.ScenarioError) as err:
+        raise BadInput(str(err)) from err
+
+
+def writable(directory: str, option: str) -> None:
+    if problem := reports.unwritable(Path(directory), option):
+        raise BadInput(problem)
+
+
+# ---- argparse types ----
+
+
+def _profile(name: str) -> str:
+    """An argparse type: a profile peftlife or Hypothesis knows."""
+    try:
+        profiles.get(name)
+    except profiles.ProfileError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return name
+
+
+def _seconds(text: str) -> float | None:
+    """An argparse type: a shrink's time cap, seconds where 0 means no cap (None)."""
+    try:
+        return shrink.timeout_from_text(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def invariant_name(name: str) -> str:
+    """An argparse type: an invariant a finding can carry."""
+    if name not in catalogue.names():
+        known = ", ".join(catalogue.names())
+        raise argparse.ArgumentTypeError(f"unknown invariant {name!r}; known: {known}")
+    return name
+
+
+# ---- options several commands take ----
+
+
+def shrink_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shrink-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=shrink.DEFAULT_TIMEOUT,
+        help="cap on shrinking one finding; at the cap the smallest case so far is reported, "
+        f"and says so (default: {shrink.DEFAULT_TIMEOUT:g}; 0 for no cap)",
+    )
+
+
+def max_examples_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-examples",
+        metavar="N",
+        type=positive,
+        default=None,
+        help="examples to search (default: the profile's budget)",
+    )
+
+
+_PROFILE_HELP = (
+    "settings profile: dev, ci or nightly (peftlife-dev, peftlife-ci, peftlife-nightly) or "
+    "one registered with Hypothesis (default: peftlife-ci when CI is set, else peftlife-dev)"
+)
+
+# The common options each command takes: the others would mean nothing to it (explore
+# and replay run no random search, replay writes no report, mutants names no SUT of
+# yours and searches derandomized). The top-level --help prints this table.
+COMMON_OPTIONS: dict[str, tuple[str, ...]] = {
+    "check": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
+    "fuzz": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
+    "explore": ("quiet", "verbose", "report_dir"),
+    "replay": ("quiet", "verbose"),
+    "mutants": ("quiet", "profile"),
+    "diff": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
+    "bisect": ("quiet", "verbose", "profile", "seed", "report_dir"),
+}
+
+
+def _common_specs() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
+    """Each common option's flags and argparse keywords, defined here once.
+
+    Built when the parser is, so the profile's default reads ``CI`` as it is then.
+    """
+    return {
+        "quiet": (("-q", "--quiet"), {"action": "store_true", "help": "no progress, no story"}),
+        "verbose": (
+            ("-v", "--verbose"),
+            {
+                "action": "store_true",
+                "help": "on bad input, also the traceback of what the SUT raised",
+            },
+        ),
+        "profile": (
+            ("--profile",),
+            {
+                "metavar": "NAME",
+                "type": _profile,
+                "default": profiles.default_name(),
+                "help": _PROFILE_HELP,
+            },
+        ),
+        "seed": (
+            ("--seed",),
+            {
+                "metavar": "N",
+                "type": int,
+                "default": None,
+                "help": "a fixed seed (default: the profile's randomness)",
+            },
+        ),
+        "report_dir": (
+            ("--report-dir",),
+            {"metavar": "DIR", "default": "peftlife-reports", "help": "where reports go"},
+        ),
+        "database": (
+            ("--database",),
+            {
+                "metavar": "URL",
+                "default": None,
+                "help": "Hypothesis's example database: a directory or redis://host:port/db "
+                "(default: none)",
+            },
+        ),
+    }
+
+
+def common_options(
+    parser: argparse.ArgumentParser, command: str, **changes: dict[str, Any]
+) -> None:
+    """Add the common options ``command`` takes (``COMMON_OPTIONS``) as one group of its help.
+
+    ``changes`` words an option for this command: ``seed={"help": ...}`` replaces its
+    help, ``profile={"default": "nightly"}`` its default.
+    """
+    specs = _common_specs()
+    group = parser.add_argument_group("common options")
+    for name in COMMON_OPTIONS[command]:
+        flags, keywords = specs[name]
+        group.add_argument(*flags, **(keywords | changes.pop(name, {})))
+    assert not changes, f"{command} does not take {sorted(changes)}"
+
+
+def common_table() -> str:
+    """The top-level help's table of which command takes which common option."""
+    specs = _common_specs()
+    rows = [
+        f"  {command:<9} " + " ".join(specs[name][0][0] for name in names)
+        for command, names in COMMON_OPTIONS.items()
+    ]
+    return "common options, taken by the commands they apply to:\n" + "\n".join(rows)

@@ -1,0 +1,106 @@
+"""``peftlife explore``: every action sequence up to a depth in one small world, breadth first.
+
+Exit codes: 0 no violation up to the depth reached; 1 a shortest
+counterexample (with its reports); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from peftlife import reports
+from peftlife.doors.cli.common import (
+    EXIT_FOUND,
+    EXIT_HELD,
+    SUT_HELP,
+    BadInput,
+    NewCommand,
+    common_options,
+    validate,
+)
+from peftlife.doors.cli.tell import tell_case, written
+from peftlife.doors.progress import progress
+from peftlife.search import scenarios
+from peftlife.search.explore import MAX_STATES, Alphabet, explore
+
+
+def add_parser(command: NewCommand) -> None:
+    ex = command("explore", "every action sequence up to a depth in one small world, breadth first")
+    ex.add_argument("--sut", default="reference", help=SUT_HELP)
+    ex.add_argument(
+        "--scenario",
+        default=None,
+        help="whose actions, and whose smallest world unless --world (default: default)",
+    )
+    ex.add_argument("--world", default=None, help="explore the world of this report's .json")
+    ex.add_argument("--depth", type=int, default=5, help="longest action sequence to try")
+    ex.add_argument("--prompt-lens", default=None, help="prompt lengths to submit, e.g. 1,4")
+    ex.add_argument("--max-new-tokens", default=None, help="output lengths to submit, e.g. 1,2")
+    ex.add_argument(
+        "--max-states", type=int, default=MAX_STATES, help="stop after this many states"
+    )
+    common_options(ex, "explore")
+    ex.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    if args.depth < 1:
+        raise BadInput("--depth must be at least 1")
+    config = None
+    scenario = args.scenario
+    if args.world is not None:
+        try:
+            case = reports.load_json(Path(args.world))
+        except reports.ReportError as err:
+            raise BadInput(str(err)) from err
+        config, scenario = case.config, args.scenario or case.scenario
+    scenario = scenario or "default"
+    validate(args.sut, scenario)
+    s = scenarios.load(scenario)
+    world = config or scenarios.smallest_world(s)
+    prompts = _lengths("--prompt-lens", args.prompt_lens)
+    outputs = _lengths("--max-new-tokens", args.max_new_tokens)
+    letters = Alphabet.of(s, world, prompts, outputs)
+    label = f"exploring {args.sut} in {scenario}"
+    with progress(console, label, args.max_states, show=not args.quiet, unit="states"):
+        result = explore(
+            args.sut,
+            scenario,
+            depth=args.depth,
+            config=world,
+            alphabet=letters,
+            max_states=args.max_states,
+        )
+    if result.failure is None:
+        if result.complete:
+            verdict = f"no violation up to depth {args.depth}"
+        else:
+            verdict = (
+                f"no violation up to depth {result.depth}; the state limit "
+                f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
+            )
+        console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
+        return EXIT_HELD
+    case = reports.Case.from_failure(result.failure, profile="explore")
+    _, paths = tell_case(case, args, console)
+    console.print(
+        f"explored {result.states} states: a shortest counterexample has "
+        f"{len(case.actions)} actions{written(paths)}"
+    )
+    return EXIT_FOUND
+
+
+def _lengths(option: str, text: str | None) -> tuple[int, ...] | None:
+    """Whole numbers of at least 1 separated by commas, or None when the option is not given."""
+    if text is None:
+        return None
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise BadInput(f"{option} takes whole numbers of at least 1 separated by commas, e.g. 1,4")
+    return values

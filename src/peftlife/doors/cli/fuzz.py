@@ -1,0 +1,101 @@
+"""``peftlife fuzz``: start a long campaign over many workers sharing one example database.
+
+The campaign itself is ``peftlife.doors.fuzz``; this module reads its options.
+Exit codes: 0 no finding; 1 a finding or a worker's crash; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from peftlife.doors import fuzz as campaigns
+from peftlife.doors.cli.common import (
+    ALL_SCENARIOS,
+    EXIT_FOUND,
+    EXIT_HELD,
+    SUT_HELP,
+    BadInput,
+    NewCommand,
+    common_options,
+    shrink_timeout_option,
+    validate,
+    writable,
+)
+from peftlife.search import database, scenarios
+
+
+def add_parser(command: NewCommand) -> None:
+    fuzz = command("fuzz", "a long campaign over many workers sharing one example database")
+    fuzz.add_argument("--sut", default="reference", help=SUT_HELP)
+    fuzz.add_argument(
+        "--scenario", default="all", help="'all' (default), a shipped scenario or a .toml path"
+    )
+    fuzz.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="worker processes on this machine"
+    )
+    fuzz.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds to run (default 60 without --max-examples)",
+    )
+    fuzz.add_argument("--max-examples", type=int, default=None, help="examples in all")
+    fuzz.add_argument(
+        "--max-restarts",
+        type=int,
+        default=campaigns.MAX_RESTARTS,
+        help="times a worker whose process died is started again",
+    )
+    shrink_timeout_option(fuzz)
+    common_options(
+        fuzz,
+        "fuzz",
+        quiet={"help": "no live table, heartbeat or finding lines: warnings and the summary"},
+        profile={"default": "nightly", "help": "settings profile: how deep each example goes"},
+        seed={"help": "the base seed, printed in the summary (default: from the clock)"},
+        database={"help": "a directory, or redis://host:port/db shared by machines"},
+    )
+    fuzz.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    names = scenarios.shipped_names() if args.scenario == ALL_SCENARIOS else [args.scenario]
+    for name in names:
+        validate(args.sut, name)
+    if args.workers < 1:
+        raise BadInput(f"--workers must be at least 1, not {args.workers}")
+    if args.duration is not None and args.duration <= 0:
+        raise BadInput(f"--duration must be a positive number of seconds, not {args.duration}")
+    if args.max_restarts < 0:
+        raise BadInput(f"--max-restarts must be 0 or more, not {args.max_restarts}")
+    if args.max_examples is not None and args.max_examples < 1:
+        raise BadInput(f"--max-examples must be at least 1, not {args.max_examples}")
+    report_dir = Path(args.report_dir)
+    writable(args.report_dir, "--report-dir")
+    if args.database is not None:
+        try:  # reachable now, or exit 2: a campaign must not start on a database it cannot use
+            database.open_database(args.database, local=report_dir / "database")
+        except database.DatabaseError as err:
+            raise BadInput(str(err)) from err
+    plan = campaigns.Plan(
+        sut=args.sut,
+        scenarios=tuple(names),
+        workers=args.workers,
+        profile=args.profile,
+        seed=args.seed if args.seed is not None else int(time.time()) % 1_000_000,
+        report_dir=report_dir,
+        database=args.database,
+        duration=args.duration if args.duration or args.max_examples else 60.0,
+        max_examples=args.max_examples,
+        max_restarts=args.max_restarts,
+        shrink_timeout=args.shrink_timeout,
+    )
+    campaign = campaigns.Campaign(plan, console, quiet=args.quiet)
+    campaign.run()
+    campaign.summary()
+    return EXIT_FOUND if campaign.found else EXIT_HELD

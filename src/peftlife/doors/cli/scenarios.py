@@ -1,0 +1,25 @@
+"""``peftlife scenarios``: list the shipped scenario profiles, each with what it stresses."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from peftlife.doors.cli.common import EXIT_HELD, NewCommand
+from peftlife.search import scenarios
+
+
+def add_parser(command: NewCommand) -> None:
+    command("scenarios", "list the shipped scenario profiles").set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    table = Table(title="shipped scenario profiles (--scenario NAME, or a path to a .toml)")
+    table.add_column("name")
+    table.add_column("what it stresses")
+    for name in scenarios.shipped_names():
+        table.add_row(name, scenarios.load(name).description)
+    console.print(table)
+    return EXIT_HELD

@@ -1,0 +1,51 @@
+"""How the commands that search tell what they found, or what a pass never reached."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from peftlife import reports
+from peftlife.search.machine import SearchResult
+
+
+def tell_case(
+    case: reports.Case, args: argparse.Namespace, console: Console
+) -> tuple[reports.Outcome, dict[str, Path]]:
+    """Replay a case, tell its story (unless quiet), write its reports; return their paths.
+
+    Reports that cannot be written lose nothing: the story is then told whatever
+    ``-q`` says, a line says where writing failed, and no paths come back.
+    """
+    outcome = reports.replay(case)
+    if not args.quiet:
+        reports.render_terminal(case, outcome, console)
+        console.print()
+    try:
+        return outcome, reports.write(case, outcome, Path(args.report_dir))
+    except OSError as err:
+        if args.quiet:
+            reports.render_terminal(case, outcome, console)
+        print(
+            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror}); "
+            "the counterexample above is the whole finding",
+            file=sys.stderr,
+        )
+        return outcome, {}
+
+
+def written(paths: dict[str, Path]) -> str:
+    """The end of a verdict line: where the reports went, if they were written."""
+    return "; reports: " + ", ".join(str(p) for p in paths.values()) if paths else ""
+
+
+def warn_unreached(result: SearchResult, console: Console) -> None:
+    """Say which witnesses a run never reached: a pass that never got there proved little."""
+    if result.unreached:
+        console.print(
+            f"warning: never reached {', '.join(result.unreached)}; "
+            "a longer profile or another scenario (--scenario all) may reach them"
+        )

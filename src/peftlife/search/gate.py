@@ -1,0 +1,382 @@
+"""The mutant gate: the reference holds, and search alone catches every known defect.
+
+The gate is one search of the reference in each shipped scenario, which must
+hold, and one hunt of each mutant of the catalogue through the shipped
+scenarios taking turns, which must fail on an invariant its catalogue entry
+accepts. ``plan`` lists those runs, ``run_gate`` runs them (on worker
+processes when asked) into a ``Gate`` of rows, and ``GateRow.passed`` is the
+pass rule: the one the command, its JSON, the report directory's index and the
+tests all read. ``write`` saves a gate as ``peftlife mutants --json`` writes it;
+``read`` reads such a file back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import multiprocessing
+import queue
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import attrs
+import hypothesis
+
+from peftlife.search import profiles, scenarios
+from peftlife.search.machine import hunt, minimized, search
+from peftlife.search.shrink import DEFAULT_TIMEOUT, ShrinkProgress
+from peftlife.sut.mutants import CATALOGUE, Mutant
+
+# The columns of the gate's table, wherever it is shown: terminal, step summary, index page.
+HEADER = ("mutant", "caught", "scenario", "invariant", "examples", "steps", "seconds")
+HELD = "the reference held and every mutant was caught"
+FAILED = "the gate FAILED"
+
+
+class GateFileError(ValueError):
+    """A file that is not a gate table this version of peftlife writes."""
+
+
+class Kind(enum.Enum):
+    """What a row of the gate ran."""
+
+    # The reference in one shipped scenario: it must hold.
+    REFERENCE = "reference"
+    # One mutant hunted through every shipped scenario: it must be caught, on an
+    # invariant its catalogue entry accepts.
+    MUTANT = "mutant"
+
+
+@attrs.frozen
+class GateRow:
+    """How one run of the gate ended."""
+
+    kind: Kind
+    # The mutant's name, or ``reference @ SCENARIO``: unique within a gate.
+    name: str
+    # The search met a failure.
+    caught: bool
+    # Where it was caught; the reference's scenario; "-" for a mutant never caught.
+    scenario: str
+    # The invariant that failed, or "-".
+    invariant: str
+    # The reference held; a mutant was caught on an invariant its entry accepts.
+    acceptable: bool
+    # Examples searched: in all for the reference, to the failure for a mutant.
+    examples: int
+    # Actions of the shrunk failure (None when not shrunk).
+    shrunk_steps: int | None
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        """The gate's rule for one row: the reference held, a mutant was rightly caught."""
+        if self.kind is Kind.REFERENCE:
+            return self.acceptable
+        return self.caught and self.acceptable
+
+    @property
+    def verdict(self) -> str:
+        """The table's "caught" column."""
+        if self.kind is Kind.REFERENCE:
+            return "held" if self.passed else "FAILED"
+        if not self.caught:
+            return "NO"
+        return "yes" if self.acceptable else "yes, unexpected invariant"
+
+    @property
+    def failure(self) -> str | None:
+        """Why this row fails the gate, in one line; None when it passed."""
+        if self.passed:
+            return None
+        if self.kind is Kind.REFERENCE:
+            return f"the reference failed {self.invariant} in {self.scenario}"
+        return f"{self.name}: " + (f"caught by {self.invariant}" if self.caught else "not caught")
+
+    def cells(self) -> list[str]:
+        """The row under ``HEADER``; the reference's scenario has a column of its own."""
+        steps = "-" if self.shrunk_steps is None else str(self.shrunk_steps)
+        label = "reference" if self.kind is Kind.REFERENCE else self.name
+        return [
+            label,
+            self.verdict,
+            self.scenario,
+            self.invariant,
+            str(self.examples),
+            steps,
+            f"{self.seconds:.1f}",
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mutant": self.name,
+            "kind": self.kind.value,
+            "caught": self.caught,
+            "scenario": self.scenario,
+            "invariant": self.invariant,
+            "acceptable": self.acceptable,
+            "examples": self.examples,
+            "shrunk_steps": self.shrunk_steps,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> GateRow:
+        """A row as ``to_json`` wrote it; ``GateFileError`` says what is missing or wrong."""
+        if not isinstance(data, dict):
+            raise GateFileError(f"a row is {type(data).__name__}, not an object")
+        kinds = {k.value: k for k in Kind}
+        if data.get("kind") not in kinds:
+            raise GateFileError(
+                f"row {data.get('mutant')!r} has no kind ({' or '.join(kinds)}); "
+                "run 'peftlife mutants --json' again"
+            )
+
+        def field(key: str, types: tuple[type, ...]) -> Any:
+            value = data.get(key)
+            # bool is an int to isinstance: a count or a time that is a bool is still wrong.
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                raise GateFileError(f"row {data.get('mutant')!r} has no valid {key!r}")
+            return value
+
+        return cls(
+            kinds[data["kind"]],
+            field("mutant", (str,)),
+            field("caught", (bool,)),
+            field("scenario", (str,)),
+            field("invariant", (str,)),
+            field("acceptable", (bool,)),
+            field("examples", (int,)),
+            field("shrunk_steps", (int, type(None))),
+            float(field("seconds", (int, float))),
+        )
+
+
+@attrs.frozen
+class Gate:
+    """The rows of one gate, in the order they were planned."""
+
+    rows: tuple[GateRow, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(row.passed for row in self.rows)
+
+    @property
+    def verdict(self) -> str:
+        return HELD if self.ok else FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "rows": [row.to_json() for row in self.rows]}
+
+    @classmethod
+    def from_json(cls, data: object) -> Gate:
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+            raise GateFileError("no 'rows' list")
+        return cls(tuple(GateRow.from_json(row) for row in data["rows"]))
+
+
+def write(gate: Gate, path: Path) -> None:
+    """Write the gate's table as JSON, creating its directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(gate.to_json(), indent=1) + "\n", "utf-8")
+
+
+def read(path: Path) -> Gate:
+    """A gate ``write`` saved; ``GateFileError`` if the file is not one.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "mutants.json"
+    >>> row = GateRow(Kind.MUTANT, "m", False, "-", "-", False, 40, None, 1.0)
+    >>> write(Gate((row,)), path)
+    >>> read(path).rows[0].failure
+    'm: not caught'
+    """
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise GateFileError(f"cannot read {str(path)!r}: {err}") from err
+    return Gate.from_json(data)
+
+
+# ---- the runs ----
+
+
+# Tells what a shrink is doing, a line at a time: None when there is nothing to tell.
+News = Callable[[str | None], None]
+
+
+@attrs.frozen
+class ReferenceRun:
+    """The reference searched in one shipped scenario, unshrunk: it must hold."""
+
+    scenario: str
+    profile: str
+
+    def run(self) -> GateRow:
+        result = search("reference", self.scenario, _settings(self.profile), shrink=False)
+        failure = result.failure
+        return GateRow(
+            Kind.REFERENCE,
+            f"reference @ {self.scenario}",
+            failure is not None,
+            self.scenario,
+            "-" if failure is None else failure.invariant,
+            failure is None,
+            result.examples,
+            None,
+            round(result.seconds, 1),
+        )
+
+
+@attrs.frozen
+class MutantRun:
+    """One mutant hunted through the shipped scenarios; what was found is shrunk if asked."""
+
+    mutant: Mutant
+    profile: str
+    shrink: bool = True
+    shrink_timeout: float | None = DEFAULT_TIMEOUT
+
+    def run(self) -> GateRow:
+        start = time.perf_counter()
+        found = hunt(f"mutant:{self.mutant.name}", _settings(self.profile))
+        if found.failure is None:
+            return GateRow(
+                Kind.MUTANT,
+                self.mutant.name,
+                False,
+                "-",
+                "-",
+                False,
+                found.examples_to_find,
+                None,
+                _since(start),
+            )
+        steps = None
+        if self.shrink:
+            news = _shrink_news(self.mutant.name)
+            smaller = minimized(found.failure, timeout=self.shrink_timeout, progress=news)
+            steps = len(smaller.run.actions)
+        invariant = found.failure.invariant
+        return GateRow(
+            Kind.MUTANT,
+            self.mutant.name,
+            True,
+            found.scenario,
+            invariant,
+            invariant in self.mutant.acceptable,
+            found.examples_to_find,
+            steps,
+            _since(start),
+        )
+
+
+Run = ReferenceRun | MutantRun
+
+
+def plan(
+    profile: str,
+    *,
+    shrink: bool = True,
+    shrink_timeout: float | None = DEFAULT_TIMEOUT,
+) -> tuple[Run, ...]:
+    """The gate's runs: the reference in each shipped scenario, then each mutant."""
+    references = tuple(ReferenceRun(name, profile) for name in scenarios.shipped_names())
+    return references + tuple(MutantRun(m, profile, shrink, shrink_timeout) for m in CATALOGUE)
+
+
+def run_gate(
+    runs: Sequence[Run],
+    *,
+    jobs: int = 1,
+    done: Callable[[int], None] | None = None,
+    news: News | None = None,
+) -> Gate:
+    """Run the gate, on ``jobs`` worker processes when more than one.
+
+    ``done`` is told how many runs have ended, each time one ends; ``news``
+    what a running shrink is doing, then None once it has nothing more to tell.
+    """
+    done = done or (lambda finished: None)
+    tell = news or (lambda line: None)
+    if jobs <= 1:
+        rows: list[GateRow] = []
+        _hear_news(tell)
+        try:
+            for one in runs:
+                rows.append(one.run())
+                tell(None)
+                done(len(rows))
+        finally:
+            _hear_news(None)
+        return Gate(tuple(rows))
+    return Gate(tuple(_in_processes(runs, jobs, done, tell)))
+
+
+def _settings(profile: str) -> hypothesis.settings:
+    # Every run of the gate is under the profile as the command line runs it.
+    return profiles.for_search(profiles.get(profile))
+
+
+def _since(start: float) -> float:
+    return round(time.perf_counter() - start, 1)
+
+
+# Where a run tells how its shrink goes: the caller's ``news`` in one process,
+# a queue to the parent in a worker process.
+_NEWS: Callable[[str], None] | None = None
+# Seconds between two pieces of shrink news, and how long the last one stays shown.
+_NEWS_EVERY, _NEWS_SHOWN = 0.25, 1.0
+
+
+def _hear_news(tell: Callable[[str], None] | None) -> None:
+    global _NEWS
+    _NEWS = tell
+
+
+def _shrink_news(mutant: str) -> Callable[[ShrinkProgress], None] | None:
+    tell = _NEWS
+    if tell is None:
+        return None
+    last = [0.0]
+
+    def news(where: ShrinkProgress) -> None:
+        if time.monotonic() - last[0] >= _NEWS_EVERY:
+            last[0] = time.monotonic()
+            tell(f"{mutant} {where.describe()}")
+
+    return news
+
+
+def _in_processes(
+    runs: Sequence[Run], jobs: int, done: Callable[[int], None], tell: News
+) -> list[GateRow]:
+    """The rows of ``runs`` run on ``jobs`` processes; their shrink news reaches ``tell``."""
+    heard_news: multiprocessing.Queue[str] = multiprocessing.Queue()
+    with ProcessPoolExecutor(jobs, initializer=_hear_news, initargs=(heard_news.put,)) as pool:
+        futures = [pool.submit(_run, one) for one in runs]
+        pending, heard = set(futures), 0.0
+        while pending:
+            _, pending = wait(pending, timeout=_NEWS_EVERY, return_when=FIRST_COMPLETED)
+            latest = None
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    latest = heard_news.get_nowait()
+            if latest is not None:
+                tell(latest)
+                heard = time.monotonic()
+            elif heard and time.monotonic() - heard > _NEWS_SHOWN:
+                tell(None)
+                heard = 0.0
+            done(len(futures) - len(pending))
+        return [f.result() for f in futures]
+
+
+def _run(one: Run) -> GateRow:
+    # A module-level function, so the pool can send it to a worker.
+    return one.run()
