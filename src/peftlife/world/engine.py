@@ -438,6 +438,9 @@ class Engine:
             r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
             for r in self._requests.values()
         }
+        retiring = tuple(
+            r.request_id for r in self._requests.values() if r.is_generation_to_complete_state
+        )
         told = in_flight if self.config.inflight_ids == "batch" else set()
         lists, error = self._schedule(inflight=told, retiring=True)
         if error is not None:
@@ -547,6 +550,7 @@ class Engine:
             in_flight=tuple(sorted(in_flight)),
             in_flight_told=self.config.inflight_ids == "batch",
             held=hold,
+            retiring=retiring,
             eos=eos,
         )
         return self.snapshot()

@@ -162,6 +162,8 @@ class StepRecord:
     in_flight: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
     in_flight_told: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
     held: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
+    # Requests retiring when the pass began (their last token on the device).
+    retiring: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
     # Members of batch N that its read-back ended by end-of-sequence.
     eos: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
 
