@@ -564,6 +564,9 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
                 )
 
 
+# The invariants only the overlap executor can break (docs/protocol.md).
+OVERLAP_ONLY = ("retiring_keeps_its_place", "in_flight_pin", "single_teardown", "dead_stay_dead")
+
 _TEARDOWN_BY = {"scheduler": "the scheduler", "free_resources": "the executor's teardown"}
 
 

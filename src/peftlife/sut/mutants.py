@@ -134,6 +134,8 @@ class Mutant:
     # The invariant expected to fire first, then others acceptable as the first catch.
     expected: str
     also_acceptable: tuple[str, ...] = ()
+    # Whether its trigger needs the overlap executor (a batch on the device).
+    overlap: bool = False
 
     @property
     def acceptable(self) -> tuple[str, ...]:
@@ -232,6 +234,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the PEFT budget leaves out the adapter of a retiring request",
         "no_scheduler_caused_fault",
         (),
+        overlap=True,
     ),
     Mutant(
         "budget_ignores_inflight",
@@ -239,6 +242,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the PEFT budget charges the scheduled and retiring requests only",
         "no_scheduler_caused_fault",
         (),
+        overlap=True,
     ),
     Mutant(
         "evicts_retiring",
@@ -246,6 +250,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a retiring request may be a suspension victim during its last step",
         "retiring_keeps_its_place",
         ("ownership_follows_residency",),
+        overlap=True,
     ),
     Mutant(
         "evicts_inflight",
@@ -253,6 +258,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "suspension victims are taken from the batch on the device",
         "in_flight_pin",
         ("ownership_follows_residency",),
+        overlap=True,
     ),
     Mutant(
         "double_teardown",
@@ -261,6 +267,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "so one that ends by end-of-sequence is freed twice",
         "single_teardown",
         ("in_flight_pin",),
+        overlap=True,
     ),
     Mutant(
         "schedules_retiring",
@@ -268,6 +275,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a retiring request is scheduled again",
         "output_lists_well_formed",
         ("retiring_keeps_its_place",),
+        overlap=True,
     ),
 )
 
