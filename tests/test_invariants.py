@@ -15,7 +15,14 @@ import attrs
 import pytest
 
 from peftlife.checker.drain import DrainResult, _drained_empty, can_drain, drain, drain_bound
-from peftlife.checker.invariants import INVARIANTS, Subject, Violation, check, expected_ownership
+from peftlife.checker.invariants import (
+    INVARIANTS,
+    OVERLAP_ONLY,
+    Subject,
+    Violation,
+    check,
+    expected_ownership,
+)
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
@@ -294,6 +301,10 @@ def test_invariants_are_the_twelve_of_the_spec_in_order() -> None:
         "draft_mirrors_target",
         "pages_conserved",
         "no_scheduler_caused_fault",
+        "retiring_keeps_its_place",
+        "in_flight_pin",
+        "single_teardown",
+        "dead_stay_dead",
         "scheduler_protocol",
     ]
 
@@ -382,7 +393,8 @@ BREAKS: list[tuple[str, Callable[[Snapshot], Snapshot], str]] = [
 
 
 def test_every_invariant_has_a_break() -> None:
-    assert sorted(name for name, _, _ in BREAKS) == sorted(INVARIANTS)
+    # The overlap executor's four are broken at their edges in tests/test_overlap.py.
+    assert sorted(name for name, _, _ in BREAKS) == sorted(set(INVARIANTS) - set(OVERLAP_ONLY))
 
 
 @pytest.mark.parametrize(("name", "breaking", "subject"), BREAKS, ids=[b[0] for b in BREAKS])

@@ -660,8 +660,10 @@ def _describe(obs: Observation) -> str:
 
 
 def test_one_scenario_per_mutant() -> None:
-    assert len(SCENARIOS) == len(BY_NAME) == len(mutants.CATALOGUE)
-    assert set(BY_NAME) == {m.name for m in mutants.CATALOGUE}
+    # The overlap executor's mutants have their triggers in tests/test_overlap.py.
+    simple = [m for m in mutants.CATALOGUE if not m.overlap]
+    assert len(SCENARIOS) == len(BY_NAME) == len(simple)
+    assert set(BY_NAME) == {m.name for m in simple}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)

@@ -38,9 +38,11 @@ def test_every_field_of_a_case_has_a_place_in_the_order() -> None:
         enable_chunked_context=True,
         context_chunking_policy="EQUAL_PROGRESS",
         recompute_teardown="upstream",
+        executor="overlap",
+        inflight_ids="empty",
     )
     actions = tuple(
-        Action(kind, request_id=1) if kind == "cancel" else Action(kind, pool="draft")
+        Action(kind, request_id=1) if kind in ("cancel", "eos") else Action(kind, pool="draft")
         for kind in KINDS
         if kind != "submit"
     )

@@ -185,7 +185,11 @@ def test_the_suspend_without_release_defect_is_found_by_search() -> None:
     ), result.failure
 
 
-@pytest.mark.parametrize("scenario", scenarios.shipped_names())
+# The simple loop's: under the overlap executor upstream's scheduler is a subject of
+# issue 17's real-scheduler table, not of this test.
+@pytest.mark.parametrize(
+    "scenario", [n for n in scenarios.shipped_names() if scenarios.load(n).executor == "simple"]
+)
 def test_the_correct_variant_holds_in_every_shipped_scenario(scenario: str) -> None:
     result = search(CORRECT, scenario, CI_ISH, shrink=False)
     assert result.held, result.failure

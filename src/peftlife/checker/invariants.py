@@ -17,6 +17,7 @@ import attrs
 from peftlife.world import output
 from peftlife.world.kv import Residency
 from peftlife.world.ledger import Call
+from peftlife.world.request import LlmRequestState
 from peftlife.world.snapshot import AdapterView, RequestView, Snapshot
 
 
@@ -467,6 +468,158 @@ def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
                 "no PEFT fault for a batch the scheduler produced",
                 f"add_request_peft({call.request_id}) by the {call.caller.replace('_', ' ')} "
                 f"raised PeftTaskNotCachedException for a request registered before",
+                s.iteration,
+            )
+
+
+# The residencies a call leaves a cache in when it takes it off the device.
+_LEAVES_DEVICE = frozenset({Residency.SUSPENDED, Residency.NONE})
+
+
+@invariant
+def retiring_keeps_its_place(s: Snapshot) -> Iterator[Violation]:
+    """13. A retiring request (GENERATION_TO_COMPLETE) keeps KV ACTIVE in every pool and
+    its adapter owned actively until the executor frees it after its last read-back."""
+    step = s.step
+    # Its last step is read back and freed within the iteration, so a retiring request
+    # the pass took off the device is judged by the calls, not by the end state.
+    retiring = set(step.retiring) if step is not None else set()
+    for call in step.calls if step is not None else ():
+        if call.request_id not in retiring or call.caller == "free_resources":
+            continue
+        after = call.facts.after if call.component != "peft" else None
+        if after in _LEAVES_DEVICE or call.method == "mark_request_done":
+            left = f" left its {call.component} KV {after.value}" if after is not None else ""
+            yield Violation(
+                "retiring_keeps_its_place",
+                Subject(_ids(call.request_id), lead="retiring"),
+                "KV active and its adapter owned until its last token is read back",
+                f"{call.method} by the {call.caller.replace('_', ' ')}{left}",
+                s.iteration,
+            )
+    adapters = {a.task_id: a for a in s.adapters}
+    for view in s.requests:
+        if view.state is not LlmRequestState.GENERATION_TO_COMPLETE:
+            continue
+        for pool, cache in (("target", view.target), ("draft", view.draft)):
+            if cache is not None and cache.residency is not Residency.ACTIVE:
+                yield Violation(
+                    "retiring_keeps_its_place",
+                    _request(view.request_id, view.lora_task_id, lead="retiring"),
+                    f"{pool} KV active until its last token is read back",
+                    f"{pool} KV {cache.residency.value}",
+                    s.iteration,
+                )
+        if view.lora_task_id is not None and s.lora_caches:
+            found = owned(view, adapters)
+            if found != "active":
+                yield Violation(
+                    "retiring_keeps_its_place",
+                    _request(view.request_id, view.lora_task_id, lead="retiring"),
+                    "its adapter owned actively until it is freed",
+                    found,
+                    s.iteration,
+                )
+
+
+@invariant
+def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
+    """14. Between batch N's launch and its read-back, every member keeps its KV in
+    every pool and every adapter it uses stays in use on the device (checked only
+    when the scheduler is told batch N: inflight_ids = "batch")."""
+    step = s.step
+    if step is None or not step.in_flight_told or not step.in_flight:
+        return
+    members = set(step.in_flight)
+    adapters: set[int] = set()
+    for call in step.calls:
+        if call.caller == "free_resources" and call.component != "peft":
+            continue  # the executor's own frees come after the read-back
+        if call.request_id in members and call.args.task_id is not None:
+            adapters.add(call.args.task_id)
+        if (
+            call.request_id in members
+            and call.component != "peft"
+            and call.facts.before is Residency.ACTIVE
+            and call.facts.after in _LEAVES_DEVICE
+        ):
+            yield Violation(
+                "in_flight_pin",
+                Subject((call.request_id,), lead="in-flight"),
+                f"{call.component} KV kept while its batch is on the device",
+                f"{call.method} by the {call.caller.replace('_', ' ')} left it "
+                f"{call.facts.after.value}",
+                s.iteration,
+            )
+    adapters |= {v.lora_task_id for v in s.requests if v.request_id in members and v.lora_task_id}
+    for call in step.calls:
+        for task in call.facts.evicted or () if call.method == "ensure_batch" else ():
+            if task in adapters:
+                yield Violation(
+                    "in_flight_pin",
+                    Subject(adapters=(task,)),
+                    "in use on the device while the batch on it uses it",
+                    "evicted from the device cache by ensure_batch",
+                    s.iteration,
+                )
+
+
+# The invariants only the overlap executor can break (docs/protocol.md).
+OVERLAP_ONLY = ("retiring_keeps_its_place", "in_flight_pin", "single_teardown", "dead_stay_dead")
+
+_TEARDOWN_BY = {"scheduler": "the scheduler", "free_resources": "the executor's teardown"}
+
+
+@invariant
+def single_teardown(s: Snapshot) -> Iterator[Violation]:
+    """15. free_resources reaches a request at most once between two registrations."""
+    step = s.step
+    if step is None or not step.overlap:
+        return
+    reached: dict[int, list[str]] = {}
+    for call in step.calls:
+        rid = call.request_id
+        if rid is None:
+            continue
+        if call.method == "add_request_peft" and call.result == "ok":
+            reached.pop(rid, None)
+        elif call.method == "free_resources" and call.component == "target":
+            callers = reached.setdefault(rid, [])
+            callers.append(_TEARDOWN_BY.get(call.caller, call.caller))
+            if len(callers) == 2:
+                yield Violation(
+                    "single_teardown",
+                    Subject((rid,)),
+                    "one free_resources between two registrations",
+                    f"free_resources by {callers[0]}, then again by {callers[1]}",
+                    s.iteration,
+                )
+
+
+@invariant
+def dead_stay_dead(s: Snapshot) -> Iterator[Violation]:
+    """16. A request the executor freed is in no ownership set and in no later output list."""
+    step = s.step
+    if step is None or not step.overlap:
+        return
+    ended = {rid for rid, _ in s.ended}
+    for a in s.adapters:
+        for set_name, ids in (("active", a.active), ("paused", a.paused)):
+            for rid in sorted(ids & ended):
+                yield Violation(
+                    "dead_stay_dead",
+                    Subject((rid,), context=f"adapter {a.task_id}"),
+                    "in no ownership set once freed",
+                    f"in {set_name} of adapter {a.task_id}",
+                    s.iteration,
+                )
+    for view in step.output.listed if step.output else ():
+        if not view.live:
+            yield Violation(
+                "dead_stay_dead",
+                Subject((view.request_id,)),
+                "a freed request in no later output list",
+                f"listed in {view.output_list.replace('_', ' ')}",
                 s.iteration,
             )
 

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from peftlife.search import gate
-from peftlife.search.machine import COVERAGE_LABELS
+from peftlife.search.machine import COVERAGE_LABELS, unreached
 
 
 class CiOutputError(Exception):
@@ -166,7 +166,7 @@ class ScenarioRun:
 
     @property
     def never_reached(self) -> list[str]:
-        return [label for label in COVERAGE_LABELS if not self.coverage.get(label)]
+        return list(unreached(self.coverage))
 
     @property
     def verdict(self) -> str:

@@ -21,9 +21,9 @@ from peftlife.checker.drain import drain_premise_broken
 from peftlife.checker.invariants import Violation
 from peftlife.search.machine import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
-from peftlife.search.trace import Action, Entry, Outcome, checked_replay
+from peftlife.search.trace import REQUEST_KINDS, Action, Entry, Outcome, checked_replay
 from peftlife.world.config import EngineConfig
-from peftlife.world.fields import InvalidField, is_whole
+from peftlife.world.fields import InvalidField, is_quiet, is_whole
 from peftlife.world.ledger import Call, given
 
 __all__ = [
@@ -231,7 +231,7 @@ def _actions(data: list[Any], config: EngineConfig) -> tuple[Action, ...]:
             _limit(f"{path}.max_new_tokens", action.max_new_tokens, "max_new_tokens")
             requests.append((action.lora_task_id, action.prompt_len, action.max_new_tokens))
             _limit("the number of submits", len(requests), "max_requests")
-        elif action.kind == "cancel" and action.request_id is not None:
+        elif action.kind in REQUEST_KINDS and action.request_id is not None:
             if action.request_id > len(requests):
                 raise ReportError(
                     f"{path}.request_id is {action.request_id}, but the actions before it "
@@ -273,7 +273,11 @@ def replay(case: Case, sut: str | None = None) -> Outcome:
 def _plain(value: Any) -> Any:
     """A snapshot part as JSON-ready data."""
     if attrs.has(type(value)):
-        plain = {f.name: _plain(getattr(value, f.name)) for f in attrs.fields(type(value))}
+        plain = {
+            f.name: _plain(getattr(value, f.name))
+            for f in attrs.fields(type(value))
+            if not is_quiet(f, getattr(value, f.name))
+        }
         if isinstance(value, Call):  # only what the call set, under the names reports had
             del plain["facts"]
             plain |= {"args": _plain(given(value.args)), "detail": _plain(given(value.facts))}

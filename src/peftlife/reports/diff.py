@@ -31,6 +31,7 @@ from peftlife.reports.case import Case, ReportError, trace_hash
 from peftlife.reports.story import world_lines
 from peftlife.search import diff
 from peftlife.search.diff import Observation, Paired, PairOutcome, RequestRow
+from peftlife.world.fields import is_quiet
 
 SCHEMA_VERSION = 1
 # Drain iterations shown before the divergence; earlier ones are one summary line.
@@ -415,7 +416,9 @@ def render_markdown(
 
 
 def _plain(value: Any) -> Any:
-    return attrs.asdict(value) if attrs.has(type(value)) else value
+    if not attrs.has(type(value)):
+        return value
+    return attrs.asdict(value, filter=lambda field, v: not is_quiet(field, v))
 
 
 def to_json(dcase: DiffCase, outcome: PairOutcome) -> dict[str, Any]:

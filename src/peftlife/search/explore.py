@@ -47,6 +47,9 @@ class Alphabet:
     cancel: bool
     refuse_resume: bool
     fail_grow: bool
+    # The overlap executor's actions: an eos for each member that emits at the next
+    # read-back, and a held batch.
+    overlap: bool = False
 
     @classmethod
     def of(
@@ -78,6 +81,7 @@ class Alphabet:
             scenario.cancel,
             scenario.refuse_resume,
             scenario.fail_grow,
+            config.overlap,
         )
 
     def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
@@ -100,6 +104,10 @@ class Alphabet:
                 yield Action("refuse_resume", pool=pool)
             if self.fail_grow:
                 yield Action("fail_grow", pool=pool)
+        if self.overlap:
+            for rid in engine.emitting_ids:
+                yield Action("eos", request_id=rid)
+            yield Action("hold_batch")
 
 
 def _request(submit: Action) -> tuple[int | None, int, int]:
@@ -134,7 +142,8 @@ def fingerprint(engine: Engine) -> Hashable:
 
     The world of the snapshot (requests, ownership, pools, LoRA caches with their
     eviction order), plus what a snapshot leaves out: pending faults and
-    cancellations, each request's weights and folded tokens, the next request id.
+    cancellations, each request's weights and folded tokens, the next request id,
+    and what the overlap loop has yet to read back.
     """
     extra = tuple(
         (r.request_id, r.lora_weights, r.num_folded, r.context_chunk_size)
@@ -147,6 +156,7 @@ def fingerprint(engine: Engine) -> Hashable:
         faults,
         tuple(engine.pending_cancels),
         engine.next_request_id,
+        engine.pending_read_back,
     )
 
 

@@ -19,7 +19,7 @@ import time
 import unittest
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any, ClassVar
@@ -56,7 +56,14 @@ COVERAGE_LABELS = (
     "refused resume",
     "device LoRA eviction",
     "completion after suspension",
+    "retiring request",
+    "in-flight skip",
+    "end-of-sequence in flight",
+    "held batch",
 )
+# The witnesses only the overlap executor can reach: a search that never ran it
+# (no overlap rule fired) is not told it missed them.
+OVERLAP_LABELS = COVERAGE_LABELS[-4:]
 
 
 @attrs.frozen
@@ -90,6 +97,16 @@ class LifecycleFailure(AssertionError):
         return self.violations[0].invariant
 
 
+def unreached(coverage: Mapping[str, int]) -> tuple[str, ...]:
+    """The witnesses a search with this coverage never reached, in the order listed."""
+    overlap = coverage.get("rule: eos") or coverage.get("rule: hold_batch")
+    return tuple(
+        label
+        for label in COVERAGE_LABELS
+        if not coverage.get(label) and (overlap or label not in OVERLAP_LABELS)
+    )
+
+
 def path_labels(snapshot: Snapshot) -> set[str]:
     """The interesting scheduler paths one iteration took, read from its calls."""
     labels: set[str] = set()
@@ -114,6 +131,25 @@ def path_labels(snapshot: Snapshot) -> set[str]:
             labels.add("resume after suspension")
         if call.method == "ensure_batch" and call.facts.evicted:
             labels.add("device LoRA eviction")
+    return labels | _overlap_labels(snapshot)
+
+
+def _overlap_labels(snapshot: Snapshot) -> set[str]:
+    step = snapshot.step
+    if step is None or not step.overlap:
+        return set()
+    labels = set()
+    if any(v.state.name == "GENERATION_TO_COMPLETE" for v in snapshot.requests):
+        labels.add("retiring request")
+    if step.held:
+        labels.add("held batch")
+    if step.in_flight_told and step.output is not None:
+        # A request the scheduler would have run had it not been on the device.
+        listed = {v.request_id for v in step.output.listed}
+        if any(rid not in listed for rid in step.in_flight if snapshot.request(rid)):
+            labels.add("in-flight skip")
+    if any(outcome == "finished" and rid in step.eos for rid, outcome in snapshot.ended):
+        labels.add("end-of-sequence in flight")
     return labels
 
 
@@ -315,6 +351,20 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
             def fail_grow(self, pool: str) -> None:
                 self._do(Action("fail_grow", pool=self._pool(pool)))
 
+        if s.executor == "overlap":
+
+            @rule(member=st.integers(min_value=0, max_value=7))
+            def eos(self, member: int) -> None:
+                # One of the members the next read-back gives a token; none, nothing.
+                assert self.engine is not None
+                emitting = self.engine.emitting_ids
+                if emitting:
+                    self._do(Action("eos", request_id=emitting[member % len(emitting)]))
+
+            @rule()
+            def hold_batch(self) -> None:
+                self._do(Action("hold_batch"))
+
     Machine.__name__ = Machine.__qualname__ = f"Lifecycle[{sut_spec} @ {s.name}]"
     Machine.sut_spec = sut_spec
     Machine.scenario = s
@@ -350,7 +400,7 @@ class SearchResult:
 
         A run that held without reaching them proved little about those paths.
         """
-        return tuple(label for label in COVERAGE_LABELS if not self.coverage[label])
+        return unreached(self.coverage)
 
 
 def search(

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import attrs
 from hypothesis import strategies as st
 
-from peftlife.world.config import EngineConfig, RecomputeTeardown
+from peftlife.world.config import EngineConfig, Executor, InflightIds, RecomputeTeardown
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy
 
 Switch = Literal["on", "off", "either"]
@@ -88,6 +88,10 @@ class Scenario:
     # the executor tears down a recompute-paused request ("upstream": TensorRT-LLM's).
     chunking_policy: ContextChunkingPolicy | Literal["either"] = "FIRST_COME_FIRST_SERVED"
     recompute_teardown: RecomputeTeardown = "spec"
+    # Optional [world] keys of the overlap executor; under it the machine also
+    # ends in-flight requests by end-of-sequence and holds batches.
+    executor: Executor = "simple"
+    inflight_ids: InflightIds = "batch"
 
     @property
     def longest_request(self) -> int:
@@ -186,6 +190,8 @@ def _world(
             choose(CHUNKING_POLICIES) if s.chunking_policy == "either" else s.chunking_policy
         ),
         recompute_teardown=s.recompute_teardown,
+        executor=s.executor,
+        inflight_ids=s.inflight_ids,
     )
 
 
@@ -247,6 +253,8 @@ _OPTIONAL: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "world": {
         "chunking_policy": ((*CHUNKING_POLICIES, "either"), "FIRST_COME_FIRST_SERVED"),
         "recompute_teardown": (("spec", "upstream"), "spec"),
+        "executor": (("simple", "overlap"), "simple"),
+        "inflight_ids": (("batch", "empty"), "batch"),
     },
 }
 

@@ -37,7 +37,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from peftlife.checker.drain import can_drain
-from peftlife.search.trace import KINDS, Action, Outcome, checked_replay
+from peftlife.search.trace import KINDS, REQUEST_KINDS, Action, Outcome, checked_replay
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import CHUNKING_POLICIES, SchedulerFactory
@@ -130,7 +130,14 @@ def _count(n: int, noun: str) -> str:
 # target pool is simpler than one on the draft pool).
 _WORD_RANK: dict[str, int] = {
     word: rank
-    for words in (KINDS, ("target", "draft"), CHUNKING_POLICIES, ("spec", "upstream"))
+    for words in (
+        KINDS,
+        ("target", "draft"),
+        CHUNKING_POLICIES,
+        ("spec", "upstream"),
+        ("simple", "overlap"),
+        ("batch", "empty"),
+    )
     for rank, word in enumerate(words)
 }
 
@@ -434,7 +441,7 @@ def _dropping(actions: tuple[Action, ...], indices: set[int]) -> tuple[Action, .
     result = []
     for action in kept:
         rid = action.request_id
-        if action.kind == "cancel" and rid is not None:
+        if action.kind in REQUEST_KINDS and rid is not None:
             if rid in removed:
                 continue
             action = attrs.evolve(action, request_id=rid - sum(r < rid for r in removed))
@@ -452,7 +459,7 @@ def _moved(actions: tuple[Action, ...], source: int, dest: int) -> tuple[Action,
     result = []
     for i in order:
         action = actions[i]
-        if action.kind == "cancel" and action.request_id in old_to_new:
+        if action.kind in REQUEST_KINDS and action.request_id in old_to_new:
             action = attrs.evolve(action, request_id=old_to_new[action.request_id])
         result.append(action)
     return tuple(result)

@@ -21,8 +21,18 @@ from peftlife.world.fields import InvalidField, boolean, one_of, whole
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 
-ActionKind = Literal["submit", "step", "cancel", "refuse_resume", "fail_grow"]
-KINDS: tuple[ActionKind, ...] = ("submit", "step", "cancel", "refuse_resume", "fail_grow")
+ActionKind = Literal["submit", "step", "cancel", "refuse_resume", "fail_grow", "eos", "hold_batch"]
+KINDS: tuple[ActionKind, ...] = (
+    "submit",
+    "step",
+    "cancel",
+    "refuse_resume",
+    "fail_grow",
+    "eos",
+    "hold_batch",
+)
+# The kinds that name a request by its id (ids count submits from 1).
+REQUEST_KINDS: tuple[ActionKind, ...] = ("cancel", "eos")
 
 
 @attrs.frozen
@@ -31,7 +41,10 @@ class Action:
 
     ``submit`` carries ``lora_task_id``, ``lora_weights``, ``prompt_len`` and
     ``max_new_tokens`` (the id it is given is the next in order); ``cancel``
-    a ``request_id``; the two faults a ``pool`` (target or draft).
+    a ``request_id``; the two faults a ``pool`` (target or draft). The overlap
+    executor's two: ``eos`` ends a ``request_id`` of the batch in flight by
+    end-of-sequence at its read-back, and ``hold_batch`` makes the next batch
+    one that cannot be queued; under the simple executor both do nothing.
 
     >>> Action("cancel", request_id=3).describe()
     'cancel(request_id=3)'
@@ -53,8 +66,8 @@ class Action:
                     raise InvalidField(
                         name, f"of a submit must be at least 1, not {getattr(self, name)}"
                     )
-        if self.kind == "cancel" and self.request_id is None:
-            raise InvalidField("request_id", "is required by a cancel")
+        if self.kind in REQUEST_KINDS and self.request_id is None:
+            raise InvalidField("request_id", f"is required by {_article(self.kind)}")
 
     def describe(self) -> str:
         if self.kind == "submit":
@@ -62,9 +75,9 @@ class Action:
                 f"adapter={self.lora_task_id}, weights={self.lora_weights}, "
                 f"prompt_len={self.prompt_len}, max_new_tokens={self.max_new_tokens}"
             )
-        elif self.kind == "cancel":
+        elif self.kind in REQUEST_KINDS:
             args = f"request_id={self.request_id}"
-        elif self.kind == "step":
+        elif self.kind in ("step", "hold_batch"):
             args = ""
         else:
             args = f"pool={self.pool}"
@@ -77,6 +90,10 @@ class Action:
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Action:
         return cls(**data)  # type: ignore[arg-type]
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def apply(engine: Engine, action: Action) -> Snapshot | None:
@@ -96,6 +113,11 @@ def apply(engine: Engine, action: Action) -> Snapshot | None:
     elif action.kind == "cancel":
         assert action.request_id is not None
         engine.cancel(action.request_id)
+    elif action.kind == "eos":
+        assert action.request_id is not None
+        engine.end_of_sequence(action.request_id)
+    elif action.kind == "hold_batch":
+        engine.hold_batch()
     else:
         pool = (
             engine.draft_kv_cache_manager

@@ -87,6 +87,45 @@ class FinishesByWritingTokens(ReferenceScheduler):
         return out
 
 
+class BudgetIgnoresRetiring(ReferenceScheduler):
+    def retiring_pins(self, req: Request) -> bool:
+        return False  # a retiring request's adapter is still in use on the device
+
+
+class BudgetIgnoresInflight(ReferenceScheduler):
+    # Charges the scheduled and the retiring only: an owner skipped because it is
+    # on the device still pins its adapter there.
+    def owner_pins(self, req: Request) -> bool:
+        return False
+
+    def in_flight_pins(self, req: Request) -> bool:
+        return False
+
+
+class EvictsRetiring(ReferenceScheduler):
+    def is_evictable(self, req: Request) -> bool:
+        # Upstream's "started" includes GENERATION_TO_COMPLETE: a retiring request may be a victim.
+        return (
+            req.is_started or req.is_generation_to_complete_state
+        ) and self.kv.is_request_active(req.request_id)
+
+
+class EvictsInflight(ReferenceScheduler):
+    spares_in_flight_victims = False  # suspension victims taken from the batch on the device
+
+
+class DoubleTeardown(ReferenceScheduler):
+    # A member of the batch on the device may be recompute-paused: if that batch's
+    # read-back ends it by end-of-sequence, the executor frees it a second time.
+    spares_in_flight_candidates = False
+
+
+class SchedulesRetiring(ReferenceScheduler):
+    def runs_as_generation(self, req: Request) -> bool:
+        # The state range reaches GENERATION_TO_COMPLETE.
+        return req.is_generation_in_progress_state or req.is_generation_to_complete_state
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -95,6 +134,8 @@ class Mutant:
     # The invariant expected to fire first, then others acceptable as the first catch.
     expected: str
     also_acceptable: tuple[str, ...] = ()
+    # Whether its trigger needs the overlap executor (a batch on the device).
+    overlap: bool = False
 
     @property
     def acceptable(self) -> tuple[str, ...]:
@@ -185,6 +226,56 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the scheduler raises a request's generated-token count so that it finishes early",
         "scheduler_writes_only_its_own",
         (),
+    ),
+    # The overlap executor's defects: their triggers need a batch on the device.
+    Mutant(
+        "budget_ignores_retiring",
+        BudgetIgnoresRetiring,
+        "the PEFT budget leaves out the adapter of a retiring request",
+        "no_scheduler_caused_fault",
+        (),
+        overlap=True,
+    ),
+    Mutant(
+        "budget_ignores_inflight",
+        BudgetIgnoresInflight,
+        "the PEFT budget charges the scheduled and retiring requests only",
+        "no_scheduler_caused_fault",
+        (),
+        overlap=True,
+    ),
+    Mutant(
+        "evicts_retiring",
+        EvictsRetiring,
+        "a retiring request may be a suspension victim during its last step",
+        "retiring_keeps_its_place",
+        ("ownership_follows_residency",),
+        overlap=True,
+    ),
+    Mutant(
+        "evicts_inflight",
+        EvictsInflight,
+        "suspension victims are taken from the batch on the device",
+        "in_flight_pin",
+        ("ownership_follows_residency",),
+        overlap=True,
+    ),
+    Mutant(
+        "double_teardown",
+        DoubleTeardown,
+        "recompute-pause candidates are taken from the batch on the device, "
+        "so one that ends by end-of-sequence is freed twice",
+        "single_teardown",
+        ("in_flight_pin",),
+        overlap=True,
+    ),
+    Mutant(
+        "schedules_retiring",
+        SchedulesRetiring,
+        "a retiring request is scheduled again",
+        "output_lists_well_formed",
+        ("retiring_keeps_its_place",),
+        overlap=True,
     ),
 )
 

@@ -12,6 +12,12 @@ victim, suspend itself. Every KV move carries its PEFT move (spec section 6):
 * a request freed for recompute releases with pause only if it was ACTIVE
   (a suspended one is paused already).
 
+Under the overlap executor the pass also leaves alone what is on the device:
+it schedules no retiring request (``GENERATION_TO_COMPLETE``) and no member of
+the in-flight batch, takes neither as a victim, and charges their adapters to
+the PEFT budget before anything else, since both keep their adapter in use
+through the next ``ensure_batch``.
+
 The mutants in ``peftlife.sut.mutants`` each override one of the small hook
 methods below, so that every known defect is a few readable lines away from
 the correct code.
@@ -79,12 +85,21 @@ class _Pass:
     def is_recompute_paused(self, req: Request) -> bool:
         return any(r is req for r in self.recompute_paused)
 
-    def last_after(self, index: int, stop: int, accept: Callable[[Request], bool]) -> int | None:
-        """Index of the last request in ``(index, stop)`` that ``accept`` takes."""
+    def last_after(
+        self,
+        index: int,
+        stop: int,
+        accept: Callable[[Request], bool],
+        spare_in_flight: bool = True,
+    ) -> int | None:
+        """Index of the last request in ``(index, stop)`` that ``accept`` takes.
+
+        A request on the device is never taken unless ``spare_in_flight`` is False.
+        """
         for j in range(stop - 1, index, -1):
             req = self.requests[j]
             if (
-                req.request_id not in self.inflight
+                (not spare_in_flight or req.request_id not in self.inflight)
                 and req.request_id not in self.scheduled
                 and not self.is_recompute_paused(req)
                 and accept(req)
@@ -149,23 +164,39 @@ class ReferenceScheduler:
         return _Budget(self.env)
 
     def pre_claim_peft(self, p: _Pass) -> None:
-        """Charge every adapter a request still owns actively, scheduled or not.
+        """Charge every adapter still in use on the device, scheduled or not.
 
-        Such an adapter is in use on the device and cannot be evicted, so a
-        budget that leaves it out lets ``ensure_batch`` fail. By ownership
-        following residency, the owners are the started requests whose KV is
-        ACTIVE.
+        Such an adapter cannot be evicted, so a budget that leaves it out lets
+        ``ensure_batch`` fail. It is in use for an active owner (by ownership
+        following residency, a request whose KV is ACTIVE), for a
+        retiring request and for a member of the in-flight batch: the last two
+        keep it until after the next ``ensure_batch``.
         """
         for req in p.requests:
-            if req.is_started and self.kv.is_request_active(req.request_id):
+            if (
+                self.owner_pins(req)
+                or self.retiring_pins(req)
+                or (req.request_id in p.inflight and self.in_flight_pins(req))
+            ):
                 p.budget.claim_peft(req)
+
+    def owner_pins(self, req: Request) -> bool:
+        # A first chunk with ACTIVE KV at the start of a pass owns too: it was prepared
+        # (registered) for a batch that was held and never launched.
+        return req.is_schedulable and self.kv.is_request_active(req.request_id)
+
+    def retiring_pins(self, req: Request) -> bool:
+        return req.is_generation_to_complete_state
+
+    def in_flight_pins(self, req: Request) -> bool:
+        return True
 
     def _schedule_generation(self, p: _Pass) -> None:
         i = 0
         while i < p.frontier:
             req = p.requests[i]
             if (
-                req.is_generation_in_progress_state
+                self.runs_as_generation(req)
                 and req.request_id not in p.inflight
                 and not p.is_recompute_paused(req)
             ):
@@ -181,18 +212,27 @@ class ReferenceScheduler:
                     p.budget.commit(req, 1)
             i += 1
 
+    def runs_as_generation(self, req: Request) -> bool:
+        """Upstream's state range: a retiring request's last token is on the device."""
+        return req.is_generation_in_progress_state
+
     def _admit_generation(self, p: _Pass, i: int, req: Request) -> bool:
         """Allocate one token for ``req``, climbing the eviction ladder as needed."""
         resuming = self._is_suspended(req)
         self.before_generation_allocation(req, resuming)
         while not self._allocate_generation(req):
-            victim = p.last_after(i, p.frontier, self._is_evictable)
+            victim = p.last_after(i, p.frontier, self.is_evictable, self.spares_in_flight_victims)
             if victim is not None:
                 self.suspend(p, p.requests[victim])
                 p.frontier = victim
                 continue
             if self.config.enable_recompute_pause:
-                victim = p.last_after(i, p.recompute_frontier, self._is_recompute_candidate)
+                victim = p.last_after(
+                    i,
+                    p.recompute_frontier,
+                    self._is_recompute_candidate,
+                    self.spares_in_flight_candidates,
+                )
                 if victim is not None:
                     self.recompute_pause(p, p.requests[victim])
                     p.recompute_frontier = victim
@@ -214,8 +254,13 @@ class ReferenceScheduler:
             return False
         return True
 
-    def _is_evictable(self, req: Request) -> bool:
+    def is_evictable(self, req: Request) -> bool:
+        # Not a retiring request: it is not started, and its last step is on the device.
         return req.is_started and self.kv.is_request_active(req.request_id)
+
+    # Whether suspension victims, and recompute-pause candidates, spare the in-flight batch.
+    spares_in_flight_victims = True
+    spares_in_flight_candidates = True
 
     @staticmethod
     def _is_recompute_candidate(req: Request) -> bool:

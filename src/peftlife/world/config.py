@@ -11,10 +11,19 @@ from typing import Any, Literal
 
 import attrs
 
-from peftlife.world.fields import InvalidField, boolean, is_whole, one_of, whole
+from peftlife.world.fields import (
+    QUIET_AT_DEFAULT,
+    InvalidField,
+    boolean,
+    is_whole,
+    one_of,
+    whole,
+)
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy, SchedulerConfig
 
 RecomputeTeardown = Literal["spec", "upstream"]
+Executor = Literal["simple", "overlap"]
+InflightIds = Literal["batch", "empty"]
 
 
 def _adapter_pages(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -63,6 +72,25 @@ class EngineConfig:
     recompute_teardown: RecomputeTeardown = attrs.field(
         default="spec", validator=one_of("spec", "upstream")
     )
+    # Which executor loop runs: "simple" schedules, runs and frees one batch at a
+    # time; "overlap" (TensorRT-LLM's default) schedules batch N+1 while batch N is
+    # on the device (docs/protocol.md, "The overlap executor").
+    executor: Executor = attrs.field(
+        default="simple",
+        validator=one_of("simple", "overlap"),
+        metadata={QUIET_AT_DEFAULT: True},
+    )
+    # Under overlap, what ``inflight_request_ids`` holds: batch N's ids ("batch"), or
+    # always nothing ("empty", upstream's PyExecutor at pipeline-parallel size 1).
+    inflight_ids: InflightIds = attrs.field(
+        default="batch",
+        validator=one_of("batch", "empty"),
+        metadata={QUIET_AT_DEFAULT: True},
+    )
+
+    @property
+    def overlap(self) -> bool:
+        return self.executor == "overlap"
 
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(

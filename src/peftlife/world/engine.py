@@ -3,9 +3,12 @@
 ``Engine.step()`` is one ``PyExecutor`` iteration: apply cancellations, ask
 the scheduler what to run, ``prepare_resources`` (register every context
 request's adapter, then ``ensure_batch``), run the batch, free what finished,
-and reset recompute-paused requests to prefill again. The scheduler is
-untrusted: whatever it raises or returns is recorded on the step as a finding
-and never escapes as a crash of the harness.
+and reset recompute-paused requests to prefill again. Under the overlap
+executor (``EngineConfig.executor``) one iteration instead schedules and
+launches batch N+1 while batch N is still on the device, and reads batch N
+back afterwards (``_step_overlap``). The scheduler is untrusted: whatever it
+raises or returns is recorded on the step as a finding and never escapes as a
+crash of the harness.
 """
 
 from __future__ import annotations
@@ -114,6 +117,14 @@ class Engine:
         self._ended_now: list[tuple[int, Outcome]] = []
         self._last_step: StepRecord | None = None
         self._writes: tuple[FieldWrite, ...] = ()
+        # The overlap executor's batch N: launched, not read back yet. ``_emitting``
+        # are the members its read-back gives a token; ``_end_at_read_back`` the
+        # members that end then whatever their count (end-of-sequence, or a
+        # cancellation that must wait for the device).
+        self._in_flight: tuple[Request, ...] = ()
+        self._emitting: tuple[Request, ...] = ()
+        self._end_at_read_back: dict[int, Outcome] = {}
+        self._hold_next = False
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
         self._declaration: StateDeclaration | None = None
@@ -169,6 +180,40 @@ class Engine:
         self._cancel_queue.append(request_id)
         return True
 
+    def end_of_sequence(self, request_id: int) -> bool:
+        """End a member of the in-flight batch by end-of-sequence at the next read-back.
+
+        Only a member whose read-back gives it a token can emit one; False otherwise
+        (and always under the simple executor, which has no batch in flight).
+        """
+        if not any(r.request_id == request_id for r in self._emitting):
+            return False
+        self._end_at_read_back.setdefault(request_id, "finished")
+        return True
+
+    def hold_batch(self) -> bool:
+        """Make the next iteration's batch one that cannot be queued (overlap only)."""
+        if not self.config.overlap:
+            return False
+        self._hold_next = True
+        return True
+
+    @property
+    def in_flight_ids(self) -> tuple[int, ...]:
+        """The ids of the batch on the device, not read back yet (overlap only)."""
+        return tuple(r.request_id for r in self._in_flight)
+
+    @property
+    def emitting_ids(self) -> tuple[int, ...]:
+        """The in-flight members whose read-back gives them a token: those an eos can end."""
+        return tuple(r.request_id for r in self._emitting)
+
+    @property
+    def pending_read_back(self) -> tuple[object, ...]:
+        """What the overlap loop still holds that a snapshot does not show: who emits at
+        the read-back, who ends then and how, and whether the next batch is held."""
+        return (self.emitting_ids, tuple(sorted(self._end_at_read_back.items())), self._hold_next)
+
     @property
     def adapter_ids(self) -> list[int]:
         return [t for t, _ in self.config.adapter_pages]
@@ -198,6 +243,8 @@ class Engine:
 
     def step(self) -> Snapshot:
         """Run one iteration and return the snapshot after it."""
+        if self.config.overlap:
+            return self._step_overlap()
         self.iteration += 1
         self.ledger.iteration = self.iteration
         self.ledger.calls.clear()
@@ -263,20 +310,188 @@ class Engine:
         )
         return self.snapshot()
 
+    def _step_overlap(self) -> Snapshot:
+        """One iteration of the overlap loop, in the nine steps of docs/protocol.md.
+
+        Batch N (``_in_flight``) was launched by the previous iteration and is read
+        back here, after batch N+1 has been scheduled, prepared and launched.
+        """
+        self.iteration += 1
+        self.ledger.iteration = self.iteration
+        self.ledger.calls.clear()
+        self._ended_now = []
+        self._writes = ()
+        errors: list[StepError] = []
+        batch_n = self._in_flight
+        in_flight = {r.request_id for r in batch_n}
+        hold, self._hold_next = self._hold_next, False
+
+        # A cancellation waits for the device when the request is on it: batch N's
+        # members end at its read-back, so their KV stays put while the batch runs.
+        self._as("free_resources")
+        for rid in self._cancel_queue:
+            if rid in in_flight:
+                self._end_at_read_back.setdefault(rid, "cancelled")
+            elif rid in self._requests:
+                self._end(self._requests[rid], "cancelled")
+        self._cancel_queue.clear()
+
+        # 1. schedule batch N+1
+        self._as("scheduler")
+        pending_before = frozenset(self._recompute_pending)
+        before = {
+            r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
+            for r in self._requests.values()
+        }
+        retiring = tuple(
+            r.request_id for r in self._requests.values() if r.is_generation_to_complete_state
+        )
+        told = in_flight if self.config.inflight_ids == "batch" else set()
+        lists, error = self._schedule(inflight=told, retiring=True)
+        if error is not None:
+            errors.append(error)
+        record = None
+        if lists is not None:
+            record = record_output(
+                lists,
+                before,
+                live=self._requests,
+                target=self.kv_cache_manager,
+                draft=self.draft_kv_cache_manager,
+                config=self.config,
+            )
+        runs = lists is not None and record is not None and runnable(record)
+        context: list[Request] = []
+        generation: list[Request] = []
+        recompute_paused: list[Request] = []
+        after_prepare: tuple[ScheduledView, ...] = ()
+        launched = False
+        if lists is not None and runs:
+            recompute_paused = lists["recompute_paused"]
+            # 2. tear down this pass's recompute-paused requests
+            if self.config.recompute_teardown == "upstream":
+                for req in recompute_paused:
+                    if req.request_id in self._requests:
+                        self._upstream_teardown(req)
+            # 3. prepare_resources. A held batch is prepared too (the decision on
+            # open question 1 in docs/protocol.md: the scheduler's resumes and the
+            # executor's registrations stand), then its generation allocations are
+            # undone and it is not launched.
+            self._as("prepare_resources")
+            generation = lists["generation"]
+            context, ensure_error = self._prepare_resources(lists["context"], generation, errors)
+            after_prepare = self._scheduled_views(context, generation)
+            if ensure_error is not None:
+                errors.append(ensure_error)
+            if hold:
+                for req in generation:
+                    if req.request_id in self._requests:
+                        for pool in self.pools:
+                            pool.revert_allocate_generation(req)
+            # 4. launch batch N+1
+            launched = ensure_error is None and not hold
+            if not launched:
+                context, generation = [], []
+
+        # 5. read batch N back
+        finished: list[tuple[Request, Outcome]] = []
+        for req in batch_n:
+            if req.request_id not in self._requests:
+                continue
+            emits = any(r is req for r in self._emitting)
+            if emits:
+                req.num_generated += 1
+            outcome = self._end_at_read_back.get(req.request_id)
+            if outcome is None and emits and req.num_generated >= req.max_new_tokens:
+                outcome = "finished"
+            if outcome is not None:
+                if outcome == "finished":
+                    req.state = LlmRequestState.GENERATION_COMPLETE
+                finished.append((req, outcome))
+        self._end_at_read_back.clear()
+        ending = {r.request_id for r, _ in finished}
+        eos = tuple(
+            r.request_id
+            for r, outcome in finished
+            if outcome == "finished" and r.num_generated < r.max_new_tokens
+        )
+        # 6. reset this pass's recompute-paused requests that live on unfinished
+        for req in recompute_paused:
+            if req.request_id in self._requests and req.request_id not in ending:
+                self._reset_for_recompute(req)
+        # 7. batch N+1's context members advance
+        emitting = list(generation)
+        for req in context:
+            req.context_current_position += req.context_chunk_size
+            if req.context_current_position >= req.context_len:
+                req.state = self._state_before_token(req)
+                emitting.append(req)
+        # 8. free batch N's finished members, after this iteration's ensure_batch
+        self._as("free_resources")
+        for req, outcome in finished:
+            if req.request_id in self._requests:
+                self._end(req, outcome)
+        # 9. generation members whose next token is their last now retire
+        for req in generation:
+            if req.request_id in self._requests:
+                req.state = self._state_before_token(req)
+        self._in_flight = tuple(
+            r for r in (*context, *generation) if r.request_id in self._requests
+        )
+        self._emitting = tuple(r for r in emitting if r.request_id in self._requests)
+        self._note_recompute_pending()
+        self._as("harness")
+
+        self._last_step = StepRecord(
+            iteration=self.iteration,
+            output=record,
+            batch_ran=launched,
+            after_prepare=after_prepare,
+            calls=tuple(self.ledger.calls),
+            errors=tuple(errors),
+            writes=self._writes,
+            recompute_pending_before=pending_before,
+            overlap=True,
+            in_flight=tuple(sorted(in_flight)),
+            in_flight_told=self.config.inflight_ids == "batch",
+            held=hold,
+            retiring=retiring,
+            eos=eos,
+        )
+        return self.snapshot()
+
+    @staticmethod
+    def _state_before_token(req: Request) -> LlmRequestState:
+        """A launched request's state until its token is read back: retiring if it is its last."""
+        if req.num_generated + 1 >= req.max_new_tokens:
+            return LlmRequestState.GENERATION_TO_COMPLETE
+        return LlmRequestState.GENERATION_IN_PROGRESS
+
     def _as(self, caller: Caller) -> None:
         self.ledger.caller = caller
 
-    def _schedule(self) -> tuple[Lists | None, StepError | None]:
-        """Ask the scheduler; return its four lists, or a finding."""
+    def _schedule(
+        self, inflight: set[int] | None = None, *, retiring: bool = False
+    ) -> tuple[Lists | None, StepError | None]:
+        """Ask the scheduler; return its four lists, or a finding.
+
+        ``inflight`` is what it is told is on the device; with ``retiring`` the
+        retiring requests are among the active ones, as upstream's overlap loop has them.
+        """
         if self.scheduler is None:
             return None, self._factory_error
-        active = [r for r in self._requests.values() if r.is_schedulable]
+        active = [
+            r
+            for r in self._requests.values()
+            if r.is_schedulable or (retiring and r.is_generation_to_complete_state)
+        ]
         before = [_guarded(r) for r in active]
         scheduler = self.scheduler
+        told = set() if inflight is None else set(inflight)
         try:
             # The method is looked up inside: a scheduler without one is a finding too.
             output = untrusted.call(
-                lambda: scheduler.schedule_request(active, set()),
+                lambda: scheduler.schedule_request(active, told),
                 "schedule_request",
                 deadline=self.schedule_deadline,
             )
@@ -522,4 +737,5 @@ class Engine:
             pools=tuple(p.pool_view() for p in self.pools),
             lora_caches=lora_caches,
             step=self._last_step,
+            in_flight=self.in_flight_ids,
         )

@@ -64,3 +64,14 @@ def one_of(*choices: str) -> Validator:
             )
 
     return check
+
+
+# Metadata of a field that a written report leaves out while it holds its default:
+# a field added for the overlap executor must not change what a simple-loop report,
+# and the hash that names it, have always been.
+QUIET_AT_DEFAULT = "peftlife_quiet_at_default"
+
+
+def is_quiet(attribute: attrs.Attribute[Any], value: object) -> bool:
+    """Whether a report leaves this field out: it is quiet at its default and holds it."""
+    return bool(attribute.metadata.get(QUIET_AT_DEFAULT)) and value == attribute.default

@@ -13,6 +13,7 @@ from typing import Literal
 
 import attrs
 
+from peftlife.world.fields import QUIET_AT_DEFAULT
 from peftlife.world.kv import CacheView, PoolView, Residency
 from peftlife.world.ledger import Call
 from peftlife.world.peft import CacheEntryView
@@ -153,6 +154,18 @@ class StepRecord:
     writes: tuple[FieldWrite, ...] = ()
     # Requests recompute-pending when the pass began.
     recompute_pending_before: frozenset[int] = frozenset()
+    # The overlap executor only (reports leave these out of a simple-loop step):
+    # batch N, on the device when the pass began and read back in this iteration;
+    # whether the scheduler was told it (``inflight_ids = "batch"``); and whether
+    # this iteration's batch was held (could not be queued).
+    overlap: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
+    in_flight: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
+    in_flight_told: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
+    held: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
+    # Requests retiring when the pass began (their last token on the device).
+    retiring: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
+    # Members of batch N that its read-back ended by end-of-sequence.
+    eos: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
 
     @property
     def faults(self) -> tuple[Call, ...]:
@@ -170,6 +183,9 @@ class Snapshot:
     pools: tuple[PoolView, ...]
     lora_caches: tuple[LoraCacheView, ...]
     step: StepRecord | None
+    # The overlap executor's batch on the device after this iteration (batch N+1):
+    # part of the world, since its read-back is still to come.
+    in_flight: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
 
     def request(self, request_id: int) -> RequestView | None:
         for view in self.requests:
