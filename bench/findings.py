@@ -27,7 +27,8 @@ from typing import Any
 from hypothesis.errors import StopTest, UnsatisfiedAssumption
 
 from peftlife.search import profiles
-from peftlife.search.machine import LifecycleMachine, hunt
+from peftlife.search.hunt import hunt
+from peftlife.search.machine import LifecycleMachine
 from peftlife.sut.mutants import CATALOGUE
 
 

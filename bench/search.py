@@ -46,7 +46,8 @@ from hypothesis.stateful import (
 from peftlife import sut
 from peftlife.checker import invariants
 from peftlife.search import explore, profiles, scenarios
-from peftlife.search.machine import hunt, lifecycle_machine, minimized
+from peftlife.search.failure import minimized
+from peftlife.search.hunt import hunt, lifecycle_machine
 from peftlife.search.trace import checked_replay
 from peftlife.sut.mutants import BY_NAME, CATALOGUE, Mutant
 from peftlife.world.config import EngineConfig

@@ -48,7 +48,8 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from peftlife.doors import cli
-from peftlife.search.machine import hunt, minimized
+from peftlife.search.failure import minimized
+from peftlife.search.hunt import hunt
 from peftlife.sut.mutants import CATALOGUE
 
 PROFILES = ("dev", "ci", "nightly")

@@ -28,7 +28,7 @@ from peftlife.checker.drain import drain_premise_broken
 from peftlife.doors import cli
 from peftlife.doors.cli import check
 from peftlife.search import gate, scenarios
-from peftlife.search.machine import lifecycle_machine
+from peftlife.search.hunt import lifecycle_machine
 from peftlife.search.trace import Action
 from peftlife.sut import wiring
 from peftlife.world.config import EngineConfig

@@ -18,7 +18,7 @@ from peftlife.checker.drain import drain
 from peftlife.doors import cli
 from peftlife.search import profiles
 from peftlife.search.explore import explore
-from peftlife.search.machine import search
+from peftlife.search.hunt import search
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine

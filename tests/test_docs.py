@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from peftlife.search import profiles
-from peftlife.search.machine import search
+from peftlife.search.hunt import search
 from peftlife.search.scenarios import shipped_names
 
 ROOT = Path(__file__).resolve().parent.parent

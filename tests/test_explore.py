@@ -6,7 +6,8 @@ import pytest
 
 from peftlife.search import profiles, scenarios
 from peftlife.search.explore import Alphabet, explore, shortest_like
-from peftlife.search.machine import hunt, minimized
+from peftlife.search.failure import minimized
+from peftlife.search.hunt import hunt
 from peftlife.search.trace import checked_replay
 from peftlife.sut import load
 

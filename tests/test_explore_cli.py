@@ -10,7 +10,8 @@ from rich.console import Console
 
 from peftlife.doors import cli
 from peftlife.doors.cli.tell import warn_unreached
-from peftlife.search.machine import COVERAGE_LABELS, SearchResult
+from peftlife.search.hunt import SearchResult
+from peftlife.search.machine import COVERAGE_LABELS
 
 
 def test_explore_the_reference_holds(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hypothesis
 
 from peftlife.search import profiles, scenarios
-from peftlife.search.machine import SLICE, hunt
+from peftlife.search.hunt import SLICE, hunt
 
 SMALL = hypothesis.settings(profiles.get("ci"), max_examples=SLICE + 3)
 

@@ -13,7 +13,8 @@ import pytest
 
 from peftlife import lifecycle_machine, sut
 from peftlife.search import profiles
-from peftlife.search.machine import COVERAGE_LABELS, SearchResult, search
+from peftlife.search.hunt import SearchResult, search
+from peftlife.search.machine import COVERAGE_LABELS
 from peftlife.search.scenarios import shipped_names
 
 CI = profiles.get("ci")

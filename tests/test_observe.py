@@ -11,7 +11,8 @@ import pytest
 from hypothesis.internal.observability import observability_enabled
 
 from peftlife.search import observe, profiles
-from peftlife.search.machine import COVERAGE_LABELS, search
+from peftlife.search.hunt import search
+from peftlife.search.machine import COVERAGE_LABELS
 
 MUTANT = "mutant:no_release_on_suspend"
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from peftlife.checker.invariants import Subject, Violation
 from peftlife.reports import Case, render_markdown, terminal_text, to_json
 from peftlife.search import profiles, scenarios, shrink
-from peftlife.search.machine import LifecycleFailure, Run, minimized, search
+from peftlife.search.failure import LifecycleFailure, Run, minimized
+from peftlife.search.hunt import search
 from peftlife.search.trace import KINDS, Action, Outcome, checked_replay
 from peftlife.sut import load
 from peftlife.sut.mutants import CATALOGUE

@@ -25,7 +25,7 @@ import pytest
 from peftlife import sut
 from peftlife.doors import cli
 from peftlife.search import profiles, scenarios
-from peftlife.search.machine import hunt, search
+from peftlife.search.hunt import hunt, search
 from peftlife.sut.adapters.tensorrt_llm import facades, standins
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from peftlife.search import profiles
-from peftlife.search.machine import search
+from peftlife.search.hunt import search
 
 CI = profiles.get("ci")
 WRONG = "tests.wrong_schedulers:"

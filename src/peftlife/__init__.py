@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from peftlife.reports import CaseFailed, check_case
-    from peftlife.search.machine import LifecycleFailure, lifecycle_machine
+    from peftlife.search.failure import LifecycleFailure
+    from peftlife.search.hunt import lifecycle_machine
     from peftlife.sut.reference import ReferenceScheduler
     from peftlife.world.config import EngineConfig
     from peftlife.world.engine import Engine
@@ -42,8 +43,8 @@ __all__ = [
 _HOMES = {
     "CaseFailed": "peftlife.reports",
     "check_case": "peftlife.reports",
-    "LifecycleFailure": "peftlife.search.machine",
-    "lifecycle_machine": "peftlife.search.machine",
+    "LifecycleFailure": "peftlife.search.failure",
+    "lifecycle_machine": "peftlife.search.hunt",
     "ReferenceScheduler": "peftlife.sut.reference",
     "EngineConfig": "peftlife.world.config",
     "Engine": "peftlife.world.engine",

@@ -41,7 +41,8 @@ from rich.table import Table
 from peftlife import reports
 from peftlife.search import profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
-from peftlife.search.machine import LifecycleFailure, minimized, search
+from peftlife.search.failure import LifecycleFailure, minimized
+from peftlife.search.hunt import search
 
 # Examples per slice: large enough that a slice's set-up is noise. A stop is
 # honoured between two examples, whatever the slice.

@@ -38,7 +38,8 @@ import pytest
 
 from peftlife import reports, sut
 from peftlife.search import database, profiles, scenarios, session, shrink
-from peftlife.search.machine import LifecycleFailure, SearchResult, minimized, session_search
+from peftlife.search.failure import LifecycleFailure, minimized
+from peftlife.search.hunt import SearchResult, session_search
 
 DEFAULT_REPORT_DIR = "peftlife-reports"
 _OPTIONS = {

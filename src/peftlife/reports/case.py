@@ -19,7 +19,7 @@ import attrs
 from peftlife import sut as sut_module
 from peftlife.checker.drain import drain_premise_broken
 from peftlife.checker.invariants import Violation
-from peftlife.search.machine import LifecycleFailure
+from peftlife.search.failure import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
 from peftlife.search.trace import REQUEST_KINDS, Action, Entry, Outcome, checked_replay
 from peftlife.world.config import EngineConfig

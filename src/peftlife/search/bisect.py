@@ -28,7 +28,7 @@ from typing import Literal, Protocol
 import attrs
 
 from peftlife import sut
-from peftlife.search.machine import LifecycleFailure
+from peftlife.search.failure import LifecycleFailure
 from peftlife.search.trace import Action, checked_replay
 from peftlife.world.config import EngineConfig
 

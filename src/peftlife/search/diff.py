@@ -28,7 +28,7 @@ against the invariants on every iteration up to the divergence; an example
 goes on past a broken invariant (the worlds stay comparable), and the first
 violations of each side are kept for the report.
 
-The search is ``peftlife.search.machine``'s, with ``Paired`` mixed into the
+The search is ``peftlife.search.hunt``'s, with ``Paired`` mixed into the
 machine; a divergence is shrunk by ``peftlife.search.shrink`` with "still
 diverges" as its predicate.
 """
@@ -46,14 +46,9 @@ from peftlife import sut
 from peftlife.checker import drain, invariants
 from peftlife.checker.invariants import Subject, Violation, owned
 from peftlife.search import shrink
-from peftlife.search.machine import (
-    LifecycleFailure,
-    LifecycleMachine,
-    Run,
-    SearchResult,
-    hunt,
-    search,
-)
+from peftlife.search.failure import LifecycleFailure, Run
+from peftlife.search.hunt import SearchResult, hunt, search
+from peftlife.search.machine import LifecycleMachine
 from peftlife.search.trace import Action, apply
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
@@ -484,8 +479,8 @@ class PairedMachine(LifecycleMachine):
     def _diverged(self, pair: Pair) -> Diverged:
         assert self.config is not None
         self.failed = True
-        cls = type(self)
-        cls.examples_to_first_failure = cls.examples_to_first_failure or cls.examples
+        stats = type(self).stats
+        stats.examples_to_first_failure = stats.examples_to_first_failure or stats.examples
         run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
         self._note_broken(pair)
         self._verdict(Diverged.INVARIANT)

@@ -26,7 +26,7 @@ import attrs
 from peftlife import sut
 from peftlife.checker import drain, invariants
 from peftlife.search import scenarios
-from peftlife.search.machine import LifecycleFailure, Run
+from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay
 from peftlife.world import untrusted

@@ -27,7 +27,8 @@ import attrs
 import hypothesis
 
 from peftlife.search import profiles, scenarios
-from peftlife.search.machine import hunt, minimized, search
+from peftlife.search.failure import minimized
+from peftlife.search.hunt import hunt, search
 from peftlife.search.shrink import DEFAULT_TIMEOUT, ShrinkProgress
 from peftlife.sut.mutants import CATALOGUE, Mutant
 

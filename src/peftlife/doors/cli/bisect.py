@@ -30,7 +30,8 @@ from peftlife.doors.cli.common import (
     writable,
 )
 from peftlife.search import bisect, profiles, scenarios
-from peftlife.search.machine import hunt, minimized, search
+from peftlife.search.failure import minimized
+from peftlife.search.hunt import hunt, search
 from peftlife.search.trace import checked_replay
 
 

@@ -33,7 +33,8 @@ from peftlife.doors.cli.common import (
 )
 from peftlife.doors.cli.tell import tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
-from peftlife.search.machine import SearchResult, hunt, minimized, search
+from peftlife.search.failure import minimized
+from peftlife.search.hunt import SearchResult, hunt, search
 
 
 def add_parser(command: NewCommand) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from peftlife import reports
-from peftlife.search.machine import SearchResult
+from peftlife.search.hunt import SearchResult
 
 
 def tell_case(

@@ -1,0 +1,108 @@
+"""Hypothesis internals peftlife leans on, in one place, each with a way back.
+
+Two patches make a search cheaper and repeatable: ``stable_constants`` pins
+the pool of constants Hypothesis mines from loaded modules, and
+``digests_once`` computes a machine's source digest once per search. Both
+touch private names; ``missing()`` lists the ones this Hypothesis lacks, and
+the suite fails naming the version when a patch stops applying, while a
+user's run degrades to doing without it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def missing() -> list[str]:
+    """The private names a patch needs that this Hypothesis does not have."""
+    gone = []
+    try:
+        from hypothesis.internal.conjecture import providers as p
+
+        for name in ("_local_constants", "_sys_modules_len", "_seen_modules", "CONSTANTS_CACHE"):
+            if not hasattr(p, name):
+                gone.append(f"hypothesis.internal.conjecture.providers.{name}")
+    except ImportError:
+        gone.append("hypothesis.internal.conjecture.providers")
+    from hypothesis import core, stateful
+
+    for module in (core, stateful):
+        if not hasattr(module, "function_digest"):
+            gone.append(f"{module.__name__}.function_digest")
+    return gone
+
+
+@contextmanager
+def stable_constants() -> Iterator[None]:
+    """Search as if no local module had been imported.
+
+    Hypothesis mixes constants mined from every loaded local module into its
+    draws, so the same seed would search differently depending on what the
+    front door happened to import (the command line loads other modules than
+    pytest does). Pinning that pool to empty for the search keeps one seed, one
+    scenario and one SUT to one trace. It touches Hypothesis internals, so if
+    they move this degrades to doing nothing rather than failing.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers as p
+
+        saved = (p._local_constants, p._sys_modules_len, set(p._seen_modules))
+        empty = type(p._local_constants)()
+        cache = p.CONSTANTS_CACHE.cache
+    except (ImportError, AttributeError):
+        yield
+        return
+    p._local_constants = empty
+    p._seen_modules.update(id(m) for m in list(sys.modules.values()))
+    p._sys_modules_len = len(sys.modules)
+    cache.clear()
+    try:
+        yield
+    finally:
+        p._local_constants, p._sys_modules_len = saved[0], saved[1]
+        p._seen_modules.clear()
+        p._seen_modules.update(saved[2])
+        cache.clear()
+
+
+@contextmanager
+def digests_once() -> Iterator[None]:
+    """Compute Hypothesis's source digest of a machine once, not on every run.
+
+    Each run of a state machine hashes the source of the machine class and of
+    its own runner, parsing whole modules, which costs more than a short slice
+    of examples. Within a search the digest of the same code never changes, so
+    it is cached for the duration. Like ``stable_constants`` this touches
+    Hypothesis internals and degrades to doing nothing if they move.
+    """
+    try:
+        from hypothesis import core, stateful
+        from hypothesis.internal.reflection import function_digest
+    except ImportError:
+        yield
+        return
+    if not (hasattr(core, "function_digest") and hasattr(stateful, "function_digest")):
+        yield
+        return
+    saved = (core.function_digest, stateful.function_digest)
+    memo: dict[tuple[object, ...], bytes] = {}
+
+    def digest(fn: Any) -> bytes:
+        key = (
+            getattr(fn, "__module__", None),
+            getattr(fn, "__qualname__", None),
+            getattr(fn, "__code__", None),
+            getattr(fn, "_hypothesis_internal_add_digest", None),
+        )
+        if key not in memo:
+            memo[key] = function_digest(fn)
+        return memo[key]
+
+    core.function_digest = stateful.function_digest = digest
+    try:
+        yield
+    finally:
+        core.function_digest, stateful.function_digest = saved

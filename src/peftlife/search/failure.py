@@ -1,0 +1,87 @@
+"""A finding: the violations a search met, the run that led to them, and its shrink.
+
+``LifecycleFailure`` is what a machine raises and a search returns;
+``minimized`` replaces one with the smallest world and trace the shrinker
+(``peftlife.search.shrink``) finds that still fails on the same invariant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from peftlife import sut
+from peftlife.checker.invariants import Violation
+from peftlife.search import shrink
+from peftlife.search.trace import Action, checked_replay
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
+
+
+@attrs.frozen
+class Run:
+    """What one example did: the SUT, the scenario, the world and the actions."""
+
+    sut: str
+    scenario: str
+    config: EngineConfig
+    actions: tuple[Action, ...]
+
+
+class LifecycleFailure(AssertionError):
+    """A finding: the violations seen, and the run that led to them."""
+
+    def __init__(self, violations: list[Violation], run: Run) -> None:
+        self.violations = violations
+        self.run = run
+        # Set once the trace shrinker has made this finding as small as it can,
+        # with what the shrink cost and whether it stopped at a bound.
+        self.shrunk = False
+        self.shrink: shrink.Shrunk | None = None
+        # Whether the scheduler missed its deadline: its replays then each wait it out.
+        self.hung = False
+        first = violations[0]
+        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+        super().__init__(f"[{first.invariant}] {first}{more}")
+
+    @property
+    def invariant(self) -> str:
+        return self.violations[0].invariant
+
+
+def minimized(
+    failure: LifecycleFailure,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    *,
+    timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    progress: Callable[[shrink.ShrinkProgress], None] | None = None,
+) -> LifecycleFailure:
+    """The same finding on the smallest world and action list the shrinker finds.
+
+    ``timeout`` caps the shrink (None or 0: no cap); ``progress`` is told as it goes.
+    """
+    if failure.shrunk:
+        return failure
+    run = failure.run
+    factory = sut.load(run.sut)
+    shrunk = shrink.minimize(
+        run.config,
+        run.actions,
+        factory,
+        failure.invariant,
+        schedule_deadline,
+        hung=failure.hung,
+        timeout=timeout,
+        progress=progress,
+    )
+    outcome = checked_replay(
+        shrunk.config, shrunk.actions, factory, schedule_deadline=schedule_deadline
+    )
+    if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
+        return failure
+    smaller = Run(run.sut, run.scenario, shrunk.config, shrunk.actions)
+    result = LifecycleFailure(list(outcome.violations), smaller)
+    result.shrunk = True
+    result.shrink = shrunk
+    return result

@@ -1,0 +1,313 @@
+"""Running the machine: ``search`` one scenario, ``hunt`` across several.
+
+A search runs the machine (``peftlife.search.machine``) under Hypothesis
+without its shrink phase, keeps the first finding, then shrinks it with
+peftlife's own shrinker. ``lifecycle_machine(sut, scenario)`` is the machine
+a project's tests collect: its ``TestCase`` searches as ``peftlife check`` does.
+
+    TestMine = lifecycle_machine("mypkg.sched:factory").TestCase
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+import unittest
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any, ClassVar
+
+import attrs
+import hypothesis
+from hypothesis import Phase
+from hypothesis.stateful import run_state_machine_as_test
+
+from peftlife.search import compat, observe, profiles, scenarios, session, shrink
+from peftlife.search.failure import LifecycleFailure, minimized
+from peftlife.search.machine import LifecycleMachine, SearchStats, machine_class, unreached
+from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
+
+
+@cache
+def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") -> type[Any]:
+    """The machine for one SUT and one scenario, with a ``TestCase`` that searches it.
+
+    >>> lifecycle_machine("mutant:draft_not_suspended", "draft-pool").__name__
+    'Lifecycle[mutant:draft_not_suspended @ draft-pool]'
+    """
+    machine = machine_class(sut_spec, scenario)
+    return type(machine.__name__, (machine,), {"_to_test_case": classmethod(_searched)})
+
+
+def _searched(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
+    return _test_case(machine)
+
+
+@attrs.frozen
+class SearchResult:
+    """How one search of one SUT in one scenario ended."""
+
+    sut: str
+    scenario: str
+    failure: LifecycleFailure | None
+    # Examples run in all, and how many it took to meet the first failure.
+    examples: int
+    examples_to_find: int
+    seconds: float
+    coverage: Counter[str]
+    # Executor iterations run in all, drains included.
+    iterations: int = 0
+
+    @property
+    def held(self) -> bool:
+        return self.failure is None
+
+    @property
+    def unreached(self) -> tuple[str, ...]:
+        """The witnesses (``COVERAGE_LABELS``) this search never reached.
+
+        A run that held without reaching them proved little about those paths.
+        """
+        return unreached(self.coverage)
+
+
+def search(
+    sut_spec: str,
+    scenario: str,
+    settings: hypothesis.settings,
+    *,
+    shrink: bool = True,
+    seed: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    shrink_timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    shrink_progress: Callable[[shrink.ShrinkProgress], None] | None = None,
+    mixin: type | None = None,
+) -> SearchResult:
+    """Run the machine for one SUT and scenario; a finding is returned, not raised.
+
+    Hypothesis searches without its own shrink phase; with ``shrink`` the first
+    failing example is then minimized over its trace (``peftlife.search.shrink``), which
+    takes well under a second where Hypothesis's shrink re-runs whole examples
+    for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
+    ``schedule_deadline`` is how long one call of the scheduler may take;
+    ``shrink_timeout`` and ``shrink_progress`` go to ``minimized``. ``mixin``, a
+    class put before the machine in its bases, changes what an example does with
+    its actions (``peftlife.search.diff`` runs them on two schedulers).
+    Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
+    """
+    with compat.stable_constants(), compat.digests_once():
+        result = _search(sut_spec, scenario, settings, seed, progress, schedule_deadline, mixin)
+    if shrink and result.failure is not None:
+        smaller = minimized(
+            result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
+        )
+        result = attrs.evolve(result, failure=smaller)
+    return result
+
+
+def _search(
+    sut_spec: str,
+    scenario: str,
+    settings: hypothesis.settings,
+    seed: int | None,
+    progress: Callable[[int, int], None] | None,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    mixin: type | None = None,
+) -> SearchResult:
+    base = machine_class(sut_spec, scenario)
+    # A fresh subclass per search: its own tally, its own seed.
+    stats = SearchStats()
+    machine: Any = type(
+        base.__name__,
+        (base,) if mixin is None else (mixin, base),
+        {
+            "stats": stats,
+            "progress": None if progress is None else staticmethod(progress),
+            "schedule_deadline": schedule_deadline,
+            "own_search": True,
+        },
+    )
+    run_settings = hypothesis.settings(
+        settings,
+        phases=[p for p in settings.phases if p is not Phase.shrink],
+        report_multiple_bugs=False,
+        derandomize=settings.derandomize and seed is None,
+    )
+    if seed is not None:
+        machine = hypothesis.seed(seed)(machine)
+    failure = None
+    start = time.perf_counter()
+    try:
+        with observe.recording(observe.path_from_env(), sut_spec, scenario):
+            run_state_machine_as_test(machine, settings=run_settings)
+    except LifecycleFailure as found:
+        failure = found
+    except unittest.SkipTest:
+        # Hypothesis's word for "ran nothing": a replay of saved examples found none.
+        if Phase.generate in run_settings.phases:
+            raise
+    # The first finding wins: Hypothesis may have dropped it (its example was already
+    # aborted when the drain found it) or report another after it.
+    return SearchResult(
+        sut_spec,
+        scenario,
+        stats.first_failure or failure,
+        stats.examples,
+        stats.examples_to_first_failure,
+        time.perf_counter() - start,
+        stats.coverage,
+        stats.iterations,
+    )
+
+
+# Examples per slice of a hunt. Below ten, Hypothesis skips its opening phase of
+# deliberately small examples (a tenth of a run's budget), which never build the
+# pressure most defects need; every example of a short slice is drawn at full size.
+SLICE = 9
+
+
+def hunt(
+    sut_spec: str,
+    settings: hypothesis.settings,
+    *,
+    scenario_names: Sequence[str] | None = None,
+    seed: int | None = None,
+    shrink: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    mixin: type | None = None,
+) -> SearchResult:
+    """Search several scenarios (every shipped one by default) at once, until one fails.
+
+    The scenarios take turns, ``SLICE`` examples each, every slice with its own
+    seed derived from ``seed`` (0 under a derandomized profile), so a defect only
+    one scenario reaches is found after a few rounds instead of after every
+    scenario before it in the list has spent its whole budget. Each scenario
+    still gets the profile's ``max_examples`` when nothing fails, so a hunt
+    covers as much as searching each scenario in turn. Before any slice, every
+    scenario replays the failures its example database holds (a campaign's, or an
+    earlier run's), so a saved finding is met first wherever its scenario sits in
+    the list. The result names the scenario that caught the failure;
+    ``examples``, ``examples_to_find`` and ``iterations`` count every scenario's,
+    and ``coverage`` adds up every slice's. ``mixin`` is as in ``search``.
+
+    >>> from peftlife.search import profiles
+    >>> hunt("mutant:no_release_on_suspend", profiles.get("ci")).held
+    False
+    """
+    names = list(scenario_names or scenarios.shipped_names())
+    base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
+    spent = dict.fromkeys(names, 0)
+    coverage: Counter[str] = Counter()
+    done = SearchResult(sut_spec, ",".join(names), None, 0, 0, 0.0, coverage)
+    start = time.perf_counter()
+
+    def tick(slice_examples: int, slice_iterations: int) -> None:
+        if progress is not None:
+            progress(done.examples + slice_examples, done.iterations + slice_iterations)
+
+    def run(name: str, part: hypothesis.settings, seed_of: int | None) -> SearchResult:
+        """One slice, added to what ran before it."""
+        nonlocal done
+        result = _search(sut_spec, name, part, seed_of, tick, mixin=mixin)
+        coverage.update(result.coverage)
+        spent[name] += result.examples
+        done = SearchResult(
+            sut_spec,
+            name if result.failure else done.scenario,
+            result.failure,
+            done.examples + result.examples,
+            done.examples + (result.examples_to_find if result.failure else result.examples),
+            time.perf_counter() - start,
+            coverage,
+            done.iterations + result.iterations,
+        )
+        return result
+
+    with compat.stable_constants(), compat.digests_once():
+        if settings.database is not None and Phase.reuse in settings.phases:
+            saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
+            for name in names:
+                if run(name, saved_only, None).failure is not None:
+                    return _shrunk(done, shrink)
+        for turn in itertools.count():
+            open_names = [n for n in names if spent[n] < settings.max_examples]
+            if not open_names:
+                break
+            for name in open_names:
+                budget = min(SLICE, settings.max_examples - spent[name])
+                part = hypothesis.settings(settings, max_examples=budget)
+                result = run(name, part, _slice_seed(base, name, turn))
+                if result.failure is not None:
+                    return _shrunk(done, shrink)
+                # A slice that ran nothing (every draw rejected) must still end the turns.
+                spent[name] += result.examples == 0 and budget
+    return attrs.evolve(done, scenario=",".join(names), seconds=time.perf_counter() - start)
+
+
+def _shrunk(result: SearchResult, shrink: bool) -> SearchResult:
+    if not shrink or result.failure is None:
+        return result
+    return attrs.evolve(result, failure=minimized(result.failure))
+
+
+def _slice_seed(base: int, scenario: str, turn: int) -> int:
+    """A seed per slice, the same on every platform and in every process."""
+    return zlib.crc32(f"{base}/{scenario}/{turn}".encode())
+
+
+@cache
+def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
+    """A unittest case that searches ``machine`` as the command line does.
+
+    No Hypothesis shrink phase, peftlife's own shrinker, one failure (the first
+    invariant): ``search`` does all three. The session's options (the pytest
+    plugin's ``--peftlife-*``) retarget the SUT, the scenario and the profile;
+    a ``settings`` set on the case by hand is used instead of the profile.
+    """
+
+    class LifecycleTestCase(unittest.TestCase):
+        settings: ClassVar[hypothesis.settings | None] = None
+
+        def runTest(self) -> None:
+            options = session.current()
+            result = session_search(
+                options.sut or machine.sut_spec,
+                options.scenario or machine.scenario_spec,
+                self.settings,
+            )
+            if result.failure is not None:
+                raise result.failure
+
+    LifecycleTestCase.__name__ = f"{machine.__name__}.TestCase"
+    LifecycleTestCase.__qualname__ = LifecycleTestCase.__name__
+    return LifecycleTestCase
+
+
+def session_search(
+    sut_spec: str,
+    scenario: str,
+    settings: hypothesis.settings | None = None,
+    *,
+    seed: int | None = None,
+) -> SearchResult:
+    """Search under the session's options (``peftlife.search.session``), shrink included.
+
+    Their profile applies unless ``settings`` are given; their example database,
+    shrink cap and shrink progress always do. Every pytest door (a machine's
+    ``TestCase``, the ``peftlife_search`` fixture) searches through here, so they
+    share findings.
+    """
+    options = session.current()
+    profile = settings or profiles.get(options.profile or profiles.default_name())
+    return search(
+        sut_spec,
+        scenario,
+        profiles.for_search(profile, database=options.database),
+        seed=seed,
+        shrink_timeout=options.shrink_timeout,
+        shrink_progress=options.shrink_progress,
+    )

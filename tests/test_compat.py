@@ -1,0 +1,34 @@
+"""The patches of Hypothesis internals still apply to the Hypothesis installed."""
+
+from __future__ import annotations
+
+import hypothesis
+from hypothesis import core, stateful
+from hypothesis.internal.conjecture import providers
+
+from peftlife.search import compat
+
+
+def test_every_private_name_a_patch_needs_is_there() -> None:
+    gone = compat.missing()
+    assert not gone, (
+        f"Hypothesis {hypothesis.__version__} has moved {', '.join(gone)}: "
+        "peftlife.search.compat must follow it"
+    )
+
+
+def test_the_digest_is_computed_once_inside_and_restored_after() -> None:
+    original = core.function_digest
+    with compat.digests_once():
+        assert core.function_digest is not original
+        assert stateful.function_digest is core.function_digest
+    assert core.function_digest is original and stateful.function_digest is original
+
+
+def test_the_constant_pool_is_empty_inside_and_restored_after() -> None:
+    before = providers._local_constants
+    with compat.stable_constants():
+        assert providers._local_constants is not before
+        pool = providers._local_constants
+        assert not (pool.integers or pool.floats or pool.bytes or pool.strings)
+    assert providers._local_constants is before
