@@ -27,8 +27,12 @@ from typing import Any
 from hypothesis.errors import StopTest, UnsatisfiedAssumption
 
 from peftlife.search import profiles
-from peftlife.search.hunt import hunt
 from peftlife.search.machine import LifecycleMachine
+
+try:
+    from peftlife.search.hunt import hunt
+except ImportError:  # a version from before search/machine.py was split
+    from peftlife.search.machine import hunt  # type: ignore[attr-defined,no-redef]
 from peftlife.sut.mutants import CATALOGUE
 
 
