@@ -35,12 +35,15 @@ explore: setup
 # Speed and shrink goals, measured (not part of `make test`): prints a table and
 # writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers,
 # then a soak of every mutant through check and fuzz under a watchdog (fails on a hang).
+# Last, how many examples Hypothesis aborts and whether a hunt reports a finding
+# later than its first (bench/findings.py, printed only).
 # BENCH_ARGS=--quick for a shorter run. `make test` runs bench/search.py at its
 # --smoke sizes (tests/test_bench_search.py), which checks the table's shape only.
 bench: setup
 	$(BIN)/python bench/search.py $(BENCH_ARGS)
 	$(BIN)/python bench/fuzz.py --out docs/benchmarks.md
 	$(BIN)/python bench/soak.py --out docs/benchmarks.md $(BENCH_ARGS)
+	$(BIN)/python bench/findings.py
 
 lint: setup
 	$(BIN)/ruff check src tests strategies docs bench
