@@ -32,6 +32,7 @@ from peftlife.world.snapshot import (
     FieldWrite,
     LoraCacheView,
     Outcome,
+    OutputRecord,
     RequestView,
     ScheduledView,
     Snapshot,
@@ -245,11 +246,7 @@ class Engine:
         """Run one iteration and return the snapshot after it."""
         if self.config.overlap:
             return self._step_overlap()
-        self.iteration += 1
-        self.ledger.iteration = self.iteration
-        self.ledger.calls.clear()
-        self._ended_now = []
-        self._writes = ()
+        self._begin_iteration()
         errors: list[StepError] = []
 
         self._as("free_resources")
@@ -258,25 +255,8 @@ class Engine:
                 self._end(self._requests[rid], "cancelled")
         self._cancel_queue.clear()
 
-        self._as("scheduler")
         pending_before = frozenset(self._recompute_pending)
-        before = {
-            r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
-            for r in self._requests.values()
-        }
-        lists, error = self._schedule()
-        if error is not None:
-            errors.append(error)
-        record = None
-        if lists is not None:
-            record = record_output(
-                lists,
-                before,
-                live=self._requests,
-                target=self.kv_cache_manager,
-                draft=self.draft_kv_cache_manager,
-                config=self.config,
-            )
+        lists, record = self._ask_scheduler(errors)
 
         batch_ran = False
         after_prepare: tuple[ScheduledView, ...] = ()
@@ -316,11 +296,7 @@ class Engine:
         Batch N (``_in_flight``) was launched by the previous iteration and is read
         back here, after batch N+1 has been scheduled, prepared and launched.
         """
-        self.iteration += 1
-        self.ledger.iteration = self.iteration
-        self.ledger.calls.clear()
-        self._ended_now = []
-        self._writes = ()
+        self._begin_iteration()
         errors: list[StepError] = []
         batch_n = self._in_flight
         in_flight = {r.request_id for r in batch_n}
@@ -337,29 +313,12 @@ class Engine:
         self._cancel_queue.clear()
 
         # 1. schedule batch N+1
-        self._as("scheduler")
         pending_before = frozenset(self._recompute_pending)
-        before = {
-            r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
-            for r in self._requests.values()
-        }
         retiring = tuple(
             r.request_id for r in self._requests.values() if r.is_generation_to_complete_state
         )
         told = in_flight if self.config.inflight_ids == "batch" else set()
-        lists, error = self._schedule(inflight=told, retiring=True)
-        if error is not None:
-            errors.append(error)
-        record = None
-        if lists is not None:
-            record = record_output(
-                lists,
-                before,
-                live=self._requests,
-                target=self.kv_cache_manager,
-                draft=self.draft_kv_cache_manager,
-                config=self.config,
-            )
+        lists, record = self._ask_scheduler(errors, inflight=told, retiring=True)
         runs = lists is not None and record is not None and runnable(record)
         context: list[Request] = []
         generation: list[Request] = []
@@ -459,6 +418,37 @@ class Engine:
             eos=eos,
         )
         return self.snapshot()
+
+    def _begin_iteration(self) -> None:
+        self.iteration += 1
+        self.ledger.iteration = self.iteration
+        self.ledger.calls.clear()
+        self._ended_now = []
+        self._writes = ()
+
+    def _ask_scheduler(
+        self, errors: list[StepError], inflight: set[int] | None = None, retiring: bool = False
+    ) -> tuple[Lists | None, OutputRecord | None]:
+        """The scheduler's lists for this pass, and the record of what it answered."""
+        self._as("scheduler")
+        before = {
+            r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
+            for r in self._requests.values()
+        }
+        lists, error = self._schedule(inflight=inflight, retiring=retiring)
+        if error is not None:
+            errors.append(error)
+        if lists is None:
+            return None, None
+        record = record_output(
+            lists,
+            before,
+            live=self._requests,
+            target=self.kv_cache_manager,
+            draft=self.draft_kv_cache_manager,
+            config=self.config,
+        )
+        return lists, record
 
     @staticmethod
     def _state_before_token(req: Request) -> LlmRequestState:
