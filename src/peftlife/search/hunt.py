@@ -43,6 +43,7 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
 
 
 def _searched(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
+    """The machine's ``TestCase`` hook: one case per machine class, built once."""
     return _test_case(machine)
 
 
