@@ -175,6 +175,37 @@ def test_the_drain_unfolds(page_of: Any, tmp_path: Path) -> None:
     assert page.seen["errors"] == []
 
 
+def test_an_overlap_batch_is_one_band_across_its_two_iterations(
+    page_of: Any, tmp_path: Path
+) -> None:
+    """The overlap case of the report tests: request 1's batch launched in iteration 2
+    is read back in iteration 3, and its band runs unbroken from one cell to the next."""
+    from tests.test_report import OVERLAP_CASE
+
+    from peftlife import reports
+
+    paths = reports.write(OVERLAP_CASE, reports.replay(OVERLAP_CASE), tmp_path)
+    page = page_of(paths["html"])
+    row = 'tr[data-row="request 1"]'
+    start = page.locator(f'{row} td[data-iteration="2"] .band.from')
+    end = page.locator(f'{row} td[data-iteration="3"] .band.to')
+    assert start.is_visible() and end.is_visible()
+    a, b = start.bounding_box(), end.bounding_box()
+    assert a is not None and b is not None
+    assert a["height"] >= 2 and a["y"] == b["y"] and a["height"] == b["height"]
+    # One band: the start reaches into the gap and meets the end coming the other way.
+    assert a["x"] < b["x"] and a["x"] + a["width"] >= b["x"]
+    # The batch before it (launched in iteration 1) runs along the other edge of the
+    # cell both share, so the two read as two batches.
+    before = page.locator(f'{row} td[data-iteration="2"] .band.to').bounding_box()
+    assert before is not None and before["y"] != a["y"]
+    # A retiring request shows its mark; hovering says what the band is.
+    assert page.locator('td.retiring[data-row="request 2"] span.retiring').first.is_visible()
+    title = page.locator(f'{row} td[data-iteration="3"]').get_attribute("title") or ""
+    assert "in flight: launched in iteration 2, read back in 3" in title
+    assert page.seen["errors"] == []
+
+
 def test_index_opens_offline(page_of: Any, report_dir: Path) -> None:
     page = page_of(report_dir / "index.html")
     link = page.locator("table.findings a")

@@ -129,6 +129,70 @@ def test_the_budget_of_every_scenario_is_each_scenario_s_examples(tmp_path: Path
     assert f"| {run['examples']}/{budget} |" in (tmp_path / "s.md").read_text("utf-8")
 
 
+# ---- what a run did not check: invariant 14 where the scheduler is told nothing ----
+
+NOT_CHECKED = "in_flight_pin (14) is not checked in overlap-empty"
+
+
+def test_a_run_in_a_scenario_told_nothing_in_flight_says_once_that_14_was_not_checked(
+    tmp_path: Path,
+) -> None:
+    out = io.StringIO()
+    argv = ["check", "--scenario", "overlap-empty", "--profile", "ci", "--max-examples", "20"]
+    with contextlib.redirect_stdout(out):
+        code = cli.main([*argv, "--summary", "s.md"])
+    assert code == cli.EXIT_HELD
+    assert out.getvalue().count(NOT_CHECKED) == 1
+    text = (tmp_path / "s.md").read_text("utf-8")
+    assert text.count(NOT_CHECKED) == 1
+    assert f"- note: {NOT_CHECKED}" in text
+    (note,) = summary_json()["notes"]
+    assert note.startswith(NOT_CHECKED)
+
+
+def test_a_finding_there_says_it_once_too_in_its_own_report(tmp_path: Path) -> None:
+    """The finding's story and Markdown carry the world line that says it: no second note."""
+    out = io.StringIO()
+    argv = ["check", "--sut", "mutant:evicts_retiring", "--scenario", "overlap-empty"]
+    with contextlib.redirect_stdout(out):
+        code = cli.main([*argv, "--profile", "ci", "--summary", "s.md"])
+    assert code == cli.EXIT_FOUND
+    said = "in_flight_pin (14) not checked"
+    assert out.getvalue().count(said) == 1 and NOT_CHECKED not in out.getvalue()
+    text = (tmp_path / "s.md").read_text("utf-8")
+    assert text.count(said) == 1 and NOT_CHECKED not in text
+
+
+def test_a_simple_loop_run_notes_nothing(tmp_path: Path) -> None:
+    argv = ["check", "--profile", "ci", "--max-examples", "5", "-q", "--summary", "s.md"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    assert "note" not in (tmp_path / "s.md").read_text("utf-8")
+    assert "notes" not in summary_json()
+
+
+def test_the_scenarios_not_checked_are_read_from_every_name_a_run_gives() -> None:
+    from peftlife.doors import ci_outputs
+
+    told = ",".join(n for n in shipped_names() if n != "overlap-empty")
+    assert ci_outputs.unchecked_scenarios([told]) == []
+    assert ci_outputs.unchecked_scenarios([",".join(shipped_names()), "nowhere.toml"]) == [
+        "overlap-empty"
+    ]
+    row = gate.GateRow(
+        gate.Kind.REFERENCE,
+        "reference @ overlap-empty",
+        False,
+        "overlap-empty",
+        "-",
+        True,
+        9,
+        None,
+        0.1,
+    )
+    markdown = ci_outputs.for_gate(gate.Gate((row,)), "ci").markdown
+    assert markdown.count(NOT_CHECKED) == 1
+
+
 # ---- baseline and excluded invariants ----
 
 

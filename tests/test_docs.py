@@ -17,7 +17,7 @@ import pytest
 
 from peftlife.search import profiles
 from peftlife.search.hunt import search
-from peftlife.search.scenarios import shipped_names
+from peftlife.search.scenarios import load, shipped_names
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")
@@ -40,6 +40,16 @@ def test_the_skeleton_holds_in_every_shipped_scenario(scenario: str) -> None:
     assert result.examples >= 100
     # It really runs requests to completion (a scheduler that did nothing would fail the drain).
     assert result.coverage["rule: step"] > 0
+
+
+def test_the_skeleton_page_says_it_holds_under_the_overlap_executor() -> None:
+    """Its section names every shipped overlap scenario, each searched by the test above."""
+    page = (ROOT / "docs" / "skeleton.md").read_text("utf-8")
+    section = page.split("## Under the overlap executor", 1)[1]
+    overlap = [n for n in shipped_names() if load(n).executor == "overlap"]
+    assert overlap
+    for name in overlap:
+        assert f"`{name}`" in section, name
 
 
 def test_the_skeleton_page_shows_the_tested_file_and_it_is_short() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import pytest
 from tests.html_structure import grid_structure
-from tests.test_report import CASE, DRAIN_CASE, GOLDEN, REGEN
+from tests.test_report import CASE, DRAIN_CASE, GOLDEN, OVERLAP_CASE, REGEN
 
 from peftlife import reports as report
 from peftlife.reports import Case, Outcome
@@ -25,8 +25,13 @@ from peftlife.reports.html import render_html, render_index, verdict_words, writ
 
 @pytest.fixture(scope="module")
 def replayed() -> dict[str, Outcome]:
-    """The report tests' two cases, replayed once: a step failure and a drain failure."""
-    return {"step": report.replay(CASE), "drain": report.replay(DRAIN_CASE)}
+    """The report tests' cases, replayed once: a step failure, a drain failure, and a
+    step failure under the overlap executor."""
+    return {
+        "step": report.replay(CASE),
+        "drain": report.replay(DRAIN_CASE),
+        "overlap": report.replay(OVERLAP_CASE),
+    }
 
 
 def test_golden_grid_of_the_shrunk_no_release_on_suspend_case(replayed: dict[str, Outcome]) -> None:
@@ -80,6 +85,69 @@ def test_the_page_says_what_a_person_needs(replayed: dict[str, Outcome]) -> None
     assert "state: GENERATION_IN_PROGRESS" in page
     assert "prefill: 1/1" in page
     assert "target: SUSPENDED (was ACTIVE)" in page
+
+
+# ---- the overlap executor ----
+
+
+def test_each_in_flight_batch_is_a_band_across_its_two_iterations(
+    replayed: dict[str, Outcome],
+) -> None:
+    outcome = replayed["overlap"]
+    g = grid_structure(render_html(OVERLAP_CASE, outcome))
+    flights: dict[int, set[tuple[str, int]]] = {}
+    for cell in g["cells"]:
+        for launched in cell.get("flight", "").split():
+            flights.setdefault(int(launched), set()).add((cell["row"], int(cell["iteration"])))
+    # Every batch launched, from the snapshots: its members' cells in the iteration that
+    # launched it and in the one that read it back (the last is still on the device).
+    expected: dict[int, set[tuple[str, int]]] = {}
+    last = outcome.entries[-1].snapshot.iteration
+    for entry in outcome.entries:
+        s = entry.snapshot
+        for rid in s.in_flight:
+            ends = (s.iteration, s.iteration + 1) if s.iteration < last else (s.iteration,)
+            expected.setdefault(s.iteration, set()).update((f"request {rid}", i) for i in ends)
+    assert flights == expected
+    # Request 1 runs in batches 1 and 2 and ends in iteration 3 (the held batch's).
+    assert flights[1] == {("request 1", 1), ("request 1", 2)}
+    assert flights[2] == {("request 1", 2), ("request 1", 3)}
+    assert 3 not in flights  # held: nothing launched
+    page = render_html(OVERLAP_CASE, outcome)
+    assert page.count('class="band from') + page.count('class="band to') == sum(
+        len(members) for members in flights.values()
+    )
+
+
+def test_the_overlap_page_marks_retiring_requests_and_its_actions(
+    replayed: dict[str, Outcome],
+) -> None:
+    outcome = replayed["overlap"]
+    page = render_html(OVERLAP_CASE, outcome)
+    g = grid_structure(page)
+    assert g["acts"]["3"] == [
+        "end-of-sequence request 1",
+        "submit → request 2",
+        "hold batch",
+    ]
+    retiring = re.findall(r'<td class="cell[^"]* retiring" [^>]*data-row="([^"]+)"', page)
+    states = [
+        f"request {v.request_id}"
+        for e in outcome.entries
+        for v in e.snapshot.requests
+        if v.state.name == "GENERATION_TO_COMPLETE"
+    ]
+    assert retiring == states and states
+    assert "in flight: the band joins" in page  # the legend
+    # Each iteration's detail says what was on the device.
+    assert '<p class="in-flight">in flight: [1] read back; batch held, none launched; ' in page
+
+
+def test_a_simple_loop_page_has_no_overlap_mark(replayed: dict[str, Outcome]) -> None:
+    for case, outcome in ((CASE, replayed["step"]), (DRAIN_CASE, replayed["drain"])):
+        page = render_html(case, outcome)
+        for word in ("band", "data-flight", "retiring", "in-flight", "--flight"):
+            assert word not in page, word
 
 
 def test_verdict_words_come_from_the_checker() -> None:

@@ -64,9 +64,45 @@ DRAIN_CASE = Case(
 )
 
 
+# The overlap executor, the scheduler told nothing in flight: request 1 runs in two
+# batches in a row, ends by end-of-sequence while a held batch stands in for the
+# next; request 2 retires, and the defect (no pre-claim for a retiring request's
+# adapter) admits request 3 on another adapter, which ensure_batch cannot load.
+OVERLAP_CASE = Case(
+    sut="mutant:budget_ignores_retiring",
+    scenario="overlap-empty",
+    config=attrs.evolve(
+        WORLD,
+        adapter_pages=((1, 1), (2, 1)),
+        max_batch_size=2,
+        executor="overlap",
+        inflight_ids="empty",
+    ),
+    actions=(
+        Action("submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=3),
+        Action("step"),
+        Action("step"),
+        Action("eos", request_id=1),
+        Action("submit", lora_task_id=2, lora_weights=True, prompt_len=1, max_new_tokens=2),
+        Action("hold_batch"),
+        Action("step"),
+        Action("step"),
+        Action("submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=1),
+        Action("step"),
+        Action("step"),
+    ),
+    profile="ci",
+)
+
+
 @pytest.fixture(scope="module")
 def outcome() -> Outcome:
     return report.replay(CASE)
+
+
+@pytest.fixture(scope="module")
+def overlap_outcome() -> Outcome:
+    return report.replay(OVERLAP_CASE)
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +167,73 @@ def test_terminal_golden_of_a_drain_failure(drain_outcome: Outcome) -> None:
 
 def test_markdown_golden_of_a_drain_failure(drain_outcome: Outcome) -> None:
     check_golden("report-drain.md", report.render_markdown(DRAIN_CASE, drain_outcome))
+
+
+def test_terminal_golden_of_an_overlap_case(overlap_outcome: Outcome) -> None:
+    check_golden(
+        "terminal-overlap.txt", report.terminal_text(OVERLAP_CASE, overlap_outcome, width=110)
+    )
+
+
+def test_markdown_golden_of_an_overlap_case(overlap_outcome: Outcome) -> None:
+    check_golden("report-overlap.md", report.render_markdown(OVERLAP_CASE, overlap_outcome))
+
+
+# ---- the overlap executor in the story ----
+
+
+def test_the_overlap_case_fails_where_the_defect_is(overlap_outcome: Outcome) -> None:
+    assert overlap_outcome.during == "step"
+    assert overlap_outcome.violations[0].invariant == "no_scheduler_caused_fault"
+    steps = [e.snapshot.step for e in overlap_outcome.entries]
+    assert all(s is not None and s.overlap for s in steps)
+    # What the case is built to show: a held batch, an end-of-sequence, a retiring request.
+    assert [s.held for s in steps if s] == [False, False, True, False, False, False]
+    assert [s.eos for s in steps if s][2] == (1,)
+    assert [s.retiring for s in steps if s][-1] == (2,)
+
+
+def test_each_overlap_iteration_says_what_is_in_flight(overlap_outcome: Outcome) -> None:
+    lines = [
+        view.in_flight
+        for item in report.story(OVERLAP_CASE, overlap_outcome)
+        if isinstance(item, Step) and (view := item.view()) is not None
+    ]
+    assert lines == [
+        "in flight: none read back; [1] launched",
+        "in flight: [1] read back; [1] launched",
+        "in flight: [1] read back; batch held, none launched; end-of-sequence [1]",
+        "in flight: none read back; [2] launched",
+        "in flight: [2] read back; [2] launched",
+        "in flight: [2] read back; none launched; retiring [2]",
+    ]
+    text = report.terminal_text(OVERLAP_CASE, overlap_outcome, width=110)
+    markdown = report.render_markdown(OVERLAP_CASE, overlap_outcome)
+    for line in lines:
+        assert f"      {line}\n" in text
+        assert f"; {line};" in markdown
+
+
+def test_a_simple_loop_story_has_no_in_flight_line(outcome: Outcome) -> None:
+    views = [i.view() for i in report.story(CASE, outcome) if isinstance(i, Step)]
+    assert all(v.in_flight is None for v in views if v is not None)
+    assert len(report.world_lines(CASE.config)) == 3
+
+
+def test_the_empty_mode_report_says_once_that_the_in_flight_pin_is_not_checked(
+    overlap_outcome: Outcome,
+) -> None:
+    note = "in_flight_pin (14) not checked"
+    assert report.world_lines(OVERLAP_CASE.config)[-1].endswith(note)
+    for text in (
+        report.terminal_text(OVERLAP_CASE, overlap_outcome, width=110),
+        report.render_markdown(OVERLAP_CASE, overlap_outcome),
+        report.render_html(OVERLAP_CASE, overlap_outcome),
+    ):
+        assert text.count(note) == 1
+    told = attrs.evolve(OVERLAP_CASE.config, inflight_ids="batch")
+    assert report.world_lines(told)[-1].endswith("the scheduler is told batch N")
+    assert not any("not checked" in line for line in report.world_lines(told))
 
 
 def test_terminal_text_is_what_render_terminal_prints(outcome: Outcome) -> None:

@@ -8,7 +8,10 @@ XML of ``--junit-xml``. ``add_options`` gives a command those two options.
 Every ``check`` has a summary, a passing one included: the examples searched
 out of the budget, the executor iterations, the scheduler paths reached (the
 labels the coverage test asserts) and a warning for each path never reached,
-plus each finding with its invariant, trace hash and report. The JSON's
+plus each finding with its invariant, trace hash and report; a run that searched
+a scenario whose scheduler is told nothing in flight (``inflight_ids =
+"empty"``) says once that invariant 14 was not checked there
+(``unchecked_note``). The JSON's
 ``findings`` list is also a valid ``--baseline`` file. The JUnit file has one
 test case per scenario searched, per row of the mutant gate, or per diff; a
 finding's invariant, trace and report ride along as properties, as the pytest
@@ -23,13 +26,14 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from peftlife.search import gate
+from peftlife.reports.story import UNCHECKED_WHEN_EMPTY
+from peftlife.search import gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS, unreached
 
 
@@ -98,7 +102,50 @@ def for_gate(table: gate.Gate, profile: str) -> CiOutputs:
     title = f"peftlife mutants: {'passed' if table.ok else 'FAILED'} ({profile} profile)"
     cells = [row.cells() for row in table.rows]
     markdown = table_markdown(title, gate.HEADER, cells) + f"\n{table.verdict}\n"
+    if note := unchecked_note(row.scenario for row in table.rows):
+        markdown += f"\n- note: {note}\n"
     return CiOutputs("mutants", markdown, tuple(_gate_case(row) for row in table.rows))
+
+
+# ---- what a run did not check ----
+
+
+def unchecked_scenarios(names: Iterable[str]) -> list[str]:
+    """Of the scenarios searched (a hunt's run names them joined by commas), those whose
+    scheduler is told nothing in flight: there invariant 14 is not checked.
+
+    >>> unchecked_scenarios(["default", "overlap,overlap-empty"])
+    ['overlap-empty']
+    """
+    found: list[str] = []
+    for name in (n for joined in names for n in joined.split(",") if n):
+        try:
+            s = scenarios.load(name)
+        except (scenarios.ScenarioError, OSError):
+            continue  # a scenario that does not read was never searched
+        if s.executor == "overlap" and s.inflight_ids == "empty" and name not in found:
+            found.append(name)
+    return found
+
+
+def unchecked_note(names: Iterable[str]) -> str | None:
+    """The one sentence a command's output and summary carry when it searched a scenario
+    whose scheduler is told nothing in flight; None when it searched none.
+
+    >>> unchecked_note(["default"]) is None
+    True
+    """
+    unchecked = unchecked_scenarios(names)
+    return in_flight_note(unchecked) if unchecked else None
+
+
+def in_flight_note(where: Sequence[str]) -> str:
+    """The sentence itself, for the worlds of ``where`` (scenario names)."""
+    return (
+        f"{UNCHECKED_WHEN_EMPTY} is not checked in {', '.join(where)}: the scheduler is told "
+        'nothing in flight there (inflight_ids = "empty"), so moving a request that is on the '
+        "device is the executor's fault, not the scheduler's"
+    )
 
 
 def _check_case(run: ScenarioRun, story: str) -> JunitCase:
@@ -219,6 +266,10 @@ class RunSummary:
             ],
             "warnings": self.warnings(),
             "findings": [attrs.asdict(r.finding) for r in self.runs if r.finding is not None],
+            # Only when there is something to note: a simple-loop run's summary is as before.
+            **(
+                {"notes": [note]} if (note := unchecked_note(r.scenario for r in self.runs)) else {}
+            ),
         }
 
     def markdown(self, details: str = "") -> str:
@@ -240,6 +291,10 @@ class RunSummary:
         text = table_markdown(title, header, rows)
         if warnings := self.warnings():
             text += "\n" + "\n".join(f"- warning: {w}" for w in warnings) + "\n"
+        # A finding's report, when it follows, says it of its own scenario (its world line).
+        searched = [r.scenario for r in self.runs if not (details and r.finding)]
+        if note := unchecked_note(searched):
+            text += f"\n- note: {note}\n"
         return text + (f"\n{details.rstrip()}\n" if details else "")
 
 

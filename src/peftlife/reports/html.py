@@ -31,6 +31,7 @@ from peftlife.reports.case import Case
 from peftlife.reports.story import (
     _count,
     adapter_fields,
+    in_flight_line,
     length_label,
     output_line,
     request_fields,
@@ -40,6 +41,7 @@ from peftlife.reports.story import (
 from peftlife.search import gate
 from peftlife.search.trace import Entry, Outcome
 from peftlife.world.ledger import Args, Call, Facts, given
+from peftlife.world.request import LlmRequestState
 from peftlife.world.snapshot import Snapshot
 
 __all__ = ["INDEX_NAME", "render_html", "render_index", "verdict_words", "write_html"]
@@ -51,6 +53,7 @@ _LETTER = {"ACTIVE": "A", "SUSPENDED": "S", "NONE": _DASH}
 _OWNS = {"active": "●", "paused": "○", "both": "◆", "none": "·", "-": ""}
 _ENTRY = {"in use": "■", "done": "□", "-": _DASH}
 _ENDED = {"finished": "✓", "failed": "✗", "cancelled": "⊘"}
+_RETIRING = "⇥"  # GENERATION_TO_COMPLETE: its last token is on the device
 _WORDS = {
     "drain_completes": "Once arrivals stop, every request finishes or fails within the bound, "
     "and then no adapter has an owner, no cache entry is in use and no KV page is held.",
@@ -90,6 +93,8 @@ class _Column:
     previous: Snapshot | None
     acts: tuple[tuple[str, bool], ...]  # (text, is a fault)
     drain: bool
+    # The folded drain's one column: it stands beside iterations it does not follow.
+    folded: bool = False
 
     @property
     def iteration(self) -> int:
@@ -112,6 +117,10 @@ def _columns(case: Case, outcome: Outcome) -> list[_Column]:
             pending.append((f"submit → request {submitted}", False))
         elif action.kind == "cancel":
             pending.append((f"cancel request {action.request_id}", False))
+        elif action.kind == "eos":
+            pending.append((f"end-of-sequence request {action.request_id}", False))
+        elif action.kind == "hold_batch":
+            pending.append(("hold batch", True))
         elif action.kind != "step":
             pending.append((f"{action.kind} ({action.pool})", True))
         if index in entry_at:
@@ -162,26 +171,69 @@ def _changed(before: dict[str, str] | None, now: dict[str, str]) -> tuple[str, .
     return ("changed",) if before is not None and before != now else ()
 
 
+def _flights(rid: int, s: Snapshot) -> list[int]:
+    """The in-flight batches (by the iteration that launched each) a request's cell is part of.
+
+    Under the overlap executor a batch launched in iteration k is read back in
+    iteration k + 1; its members' cells in both columns carry it. None in the
+    simple loop.
+    """
+    step = s.step
+    if step is None or not step.overlap:
+        return []
+    return [
+        launched
+        for launched, members in ((s.iteration - 1, step.in_flight), (s.iteration, s.in_flight))
+        if rid in members
+    ]
+
+
+def _bands(flights: list[int], iteration: int) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """The band across a batch's two iterations: its spans, hover lines and the data attribute.
+
+    Consecutive batches alternate between the cell's bottom and top edge, so a
+    request in two batches in a row shows both.
+    """
+    spans, lines = "", ""
+    for launched in flights:
+        end = "from" if launched == iteration else "to"
+        spans += f'<span class="band {end} lane-{launched % 2}"></span>'
+        lines += f"\nin flight: launched in iteration {launched}, read back in {launched + 1}"
+    data: tuple[tuple[str, str], ...] = ()
+    if flights:
+        data = (("flight", " ".join(map(str, flights))),)
+    return spans, lines, data
+
+
 def _request_cell(rid: int, column: _Column) -> _Cell | None:
     """A request's cell, or None where it is not in the world."""
     s = column.entry.snapshot
     fields = request_fields(s).get(rid)
+    # The folded drain's column draws no band: its neighbours are not its iterations.
+    flights = [] if column.folded else _flights(rid, s)
+    bands, in_flight, flight = _bands(flights, s.iteration)
     if fields is None:
         ended = dict(s.ended).get(rid)
         if ended is None:
             return None
-        title = f"request {rid} {ended} in iteration {s.iteration}"
-        return _Cell(("ended",), (("ended", ended),), title, f"{_ENDED[ended]} {ended}")
+        title = f"request {rid} {ended} in iteration {s.iteration}{in_flight}"
+        return _Cell(
+            ("ended",), (("ended", ended), *flight), title, f"{_ENDED[ended]} {ended}{bands}"
+        )
     before = request_fields(column.previous).get(rid) if column.previous else None
     target, draft, owns = fields["target"], fields.get("draft"), fields["owns"]
-    data = [("target", target), ("owns", owns)]
+    data = [("target", target), ("owns", owns), *flight]
     content = f'<span class="kv target r-{target.lower()}">{_LETTER[target]}</span>'
     if draft is not None:
         data.append(("draft", draft))
         content += f'<span class="kv draft r-{draft.lower()}">{_LETTER[draft]}</span>'
     content += f'<span class="own">{_OWNS[owns]}</span>'
-    title = _title(f"request {rid}", s.iteration, fields, before)
-    return _Cell(_changed(before, fields), tuple(data), title, content)
+    classes = _changed(before, fields)
+    if fields["state"] == LlmRequestState.GENERATION_TO_COMPLETE.name:
+        classes += ("retiring",)
+        content += f'<span class="retiring" title="retiring">{_RETIRING}</span>'
+    title = _title(f"request {rid}", s.iteration, fields, before) + in_flight
+    return _Cell(classes, tuple(data), title, content + bands)
 
 
 def _adapter_cell(task: int, column: _Column) -> _Cell | None:
@@ -290,7 +342,7 @@ def _header(case: Case, outcome: Outcome, files: dict[str, str]) -> str:
     )
 
 
-def _legend() -> str:
+def _legend(overlap: bool) -> str:
     items = [
         '<span class="kv r-active">A</span> KV ACTIVE',
         '<span class="kv r-suspended">S</span> KV SUSPENDED',
@@ -302,6 +354,12 @@ def _legend() -> str:
         "corner dot: changed in this iteration",
         '<span class="violating-sample"></span> violating cell, expected and found at the right',
     ]
+    if overlap:  # the overlap executor's marks; a simple-loop page has none
+        items += [
+            '<span class="band-sample"></span> in flight: the band joins the iteration that '
+            "launched a batch to the one that read it back (top and bottom alternate)",
+            f"{_RETIRING} retiring: its last token is on the device",
+        ]
     return (
         '<div class="legend" id="legend">'
         + "".join(f'<span class="item">{item}</span>' for item in items)
@@ -375,7 +433,8 @@ def _grid(case: Case, outcome: Outcome) -> str:
         cells = list(_row_cells(name, cell_of, steps, marks))
         if drain:
             # Folded, the drain shows as one column: its last iteration.
-            cells += _row_cells(name, cell_of, drain[-1:], marks, "fold")
+            folded = attrs.evolve(drain[-1], folded=True)
+            cells += _row_cells(name, cell_of, [folded], marks, "fold")
             cells += _row_cells(name, cell_of, drain, marks, "drain")
         v = notes.get(name)
         note = (
@@ -457,6 +516,7 @@ def _detail(column: _Column) -> str:
         f'<section class="detail" id="iteration-{s.iteration}" data-iteration="{s.iteration}" '
         f"hidden><h2>{phase} {s.iteration}</h2>"
         f"<p>scheduler output: <code>{_e(output_line(s))}</code></p>"
+        + (f'<p class="in-flight">{_e(flight)}</p>' if (flight := in_flight_line(s)) else "")
         + (f"<p>ended: {_e(ended)}</p>" if ended else "")
         + listed
         + errors
@@ -494,9 +554,11 @@ def render_html(case: Case, outcome: Outcome, files: dict[str, str] | None = Non
         # Nothing may load from anywhere: the page must open from an artifact offline.
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{_e(title)}</title><style>{_asset('timeline.css')}</style></head>\n<body>"
+        f"<title>{_e(title)}</title><style>{_asset('timeline.css')}"
+        + (_asset("overlap.css") if case.config.overlap else "")
+        + "</style></head>\n<body>"
         + _header(case, outcome, files)
-        + _legend()
+        + _legend(case.config.overlap)
         + hint
         + _grid(case, outcome)
         + '<div id="details">'

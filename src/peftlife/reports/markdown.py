@@ -19,6 +19,8 @@ from peftlife.search.trace import Outcome
 def _phrases(view: Iteration) -> list[str]:
     """An iteration as short phrases: what changed, and violation subjects in full."""
     phrases = [f"output {view.output}"]
+    if view.in_flight is not None:
+        phrases.append(view.in_flight)
     phrases += [p for row in view.requests if (p := _row_phrase(row))]
     phrases += [text + _marked(mark) for text, mark in view.ended]
     phrases += [p for row in view.adapters if (p := _row_phrase(row))]

@@ -20,6 +20,9 @@ from peftlife.world.snapshot import Snapshot
 
 # ---- the story both renderings tell ----
 
+# The invariant a world whose scheduler is told no in-flight ids does not check.
+UNCHECKED_WHEN_EMPTY = "in_flight_pin (14)"
+
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
@@ -40,7 +43,7 @@ def world_lines(config: EngineConfig) -> list[str]:
     )
     adapters = ", ".join(f"adapter {t} = {_count(p, 'page')}" for t, p in config.adapter_pages)
     chunking = f"chunks of {config.chunk_unit_size}" if config.enable_chunked_context else "off"
-    return [
+    lines = [
         f"KV: {_count(config.device_pages, 'page')} x {config.tokens_per_block} tokens, "
         f"{tier}, {draft}",
         f"LoRA: device cache {_count(config.lora_device_pages, 'page')}, host cache "
@@ -49,6 +52,23 @@ def world_lines(config: EngineConfig) -> list[str]:
         f"{_count(config.max_batch_size, 'request')}, chunking {chunking}, recompute pause "
         f"{'on' if config.enable_recompute_pause else 'off'}",
     ]
+    if config.overlap:  # a simple-loop world keeps its three lines
+        lines.append(executor_line(config))
+    return lines
+
+
+def executor_line(config: EngineConfig) -> str:
+    """The overlap executor in one line, with what the scheduler is told of batch N.
+
+    In ``inflight_ids = "empty"`` mode it is also the report's one mention that
+    invariant 14 is not checked.
+    """
+    told = (
+        "the scheduler is told batch N"
+        if config.inflight_ids == "batch"
+        else f"the scheduler is told nothing in flight: {UNCHECKED_WHEN_EMPTY} not checked"
+    )
+    return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"
 
 
 def request_fields(s: Snapshot) -> dict[int, dict[str, str]]:
@@ -138,6 +158,31 @@ def _peft_call(c: Call) -> str:
     return f"{c.method}({rid}{arg}){result}"
 
 
+def _ids(ids: tuple[int, ...]) -> str:
+    return str(list(ids)) if ids else "none"
+
+
+def in_flight_line(s: Snapshot) -> str | None:
+    """Under the overlap executor, what was on the device in this iteration; None otherwise.
+
+    Batch N (launched by the previous iteration) is read back, batch N+1 is
+    launched (or held); ``retiring`` are the requests whose last token was on
+    the device when the pass began, ``end-of-sequence`` the members of batch N
+    its read-back ended early.
+    """
+    step = s.step
+    if step is None or not step.overlap:
+        return None
+    read_back = _ids(step.in_flight)
+    launched = "batch held, none launched" if step.held else f"{_ids(s.in_flight)} launched"
+    parts = [f"in flight: {read_back} read back", launched]
+    if step.retiring:
+        parts.append(f"retiring {list(step.retiring)}")
+    if step.eos:
+        parts.append(f"end-of-sequence {list(step.eos)}")
+    return "; ".join(parts)
+
+
 def output_line(s: Snapshot) -> str:
     out = s.step.output if s.step else None
     if out is None:
@@ -180,6 +225,8 @@ class Iteration:
     adapters: tuple[Row, ...]
     calls: tuple[tuple[str, str], ...]  # (whose calls, the calls as text)
     errors: tuple[str, ...]
+    # The overlap executor's batches in this iteration (``in_flight_line``); None if simple.
+    in_flight: str | None = None
 
 
 def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> Iteration:
@@ -207,6 +254,7 @@ def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> 
         ),
         calls=tuple(calls),
         errors=tuple(e.message for e in (s.step.errors if s.step else ())),
+        in_flight=in_flight_line(s),
     )
 
 

@@ -60,6 +60,8 @@ def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
 
 def _print_iteration(say: Callable[..., None], view: Iteration) -> None:
     say(f"      scheduler output: {view.output}")
+    if view.in_flight is not None:
+        say(f"      {view.in_flight}", "magenta")
     for row in view.requests:
         say(_row_text(row))
     for text, mark in view.ended:

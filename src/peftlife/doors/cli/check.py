@@ -31,7 +31,7 @@ from peftlife.doors.cli.common import (
     validate,
     writable,
 )
-from peftlife.doors.cli.tell import tell_case, warn_unreached, written
+from peftlife.doors.cli.tell import note_unchecked, tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import SearchResult, hunt, search
@@ -108,6 +108,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"({args.profile} profile, {result.seconds:.1f} s)"
         )
         warn_unreached(result, console)
+        note_unchecked([result.scenario], console)
     runs = (ci_outputs.ScenarioRun.of(result, examples, finding),)
     summary = ci_outputs.RunSummary("check", args.profile, runs)
     ci_outputs.write(ci_outputs.for_check(summary, story, details), args)

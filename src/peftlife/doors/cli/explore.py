@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from peftlife import reports
+from peftlife.doors import ci_outputs
 from peftlife.doors.cli.common import (
     EXIT_FOUND,
     EXIT_HELD,
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
             )
         console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
+        if world.overlap and world.inflight_ids == "empty":
+            console.print(f"note: {ci_outputs.in_flight_note([scenario])}")
         return EXIT_HELD
     case = reports.Case.from_failure(result.failure, profile="explore")
     _, paths = tell_case(case, args, console)

@@ -26,6 +26,7 @@ from peftlife.doors.cli.common import (
     validate,
     writable,
 )
+from peftlife.doors.cli.tell import note_unchecked
 from peftlife.search import database, scenarios
 
 
@@ -98,4 +99,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
     campaign = campaigns.Campaign(plan, console, quiet=args.quiet)
     campaign.run()
     campaign.summary()
+    note_unchecked(names, console)
     return EXIT_FOUND if campaign.found else EXIT_HELD

@@ -27,6 +27,7 @@ from peftlife.doors.cli.common import (
     shrink_timeout_option,
     writable,
 )
+from peftlife.doors.cli.tell import note_unchecked
 from peftlife.doors.progress import progress
 from peftlife.search import gate
 from peftlife.sut.mutants import CATALOGUE
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(gate_table([row.cells() for row in table.rows]))
     console.print(table.verdict)
+    note_unchecked((row.scenario for row in table.rows), console)
     if args.json:
         path = Path(args.json)
         try:

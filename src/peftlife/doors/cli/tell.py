@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import Console
 
 from peftlife import reports
+from peftlife.doors import ci_outputs
 from peftlife.search.hunt import SearchResult
 
 
@@ -49,3 +51,10 @@ def warn_unreached(result: SearchResult, console: Console) -> None:
             f"warning: never reached {', '.join(result.unreached)}; "
             "a longer profile or another scenario (--scenario all) may reach them"
         )
+
+
+def note_unchecked(scenarios: Iterable[str], console: Console) -> None:
+    """Say once that invariant 14 went unchecked, if a scenario searched tells the
+    scheduler nothing in flight (a finding's story says it of its own world)."""
+    if note := ci_outputs.unchecked_note(scenarios):
+        console.print(f"note: {note}")

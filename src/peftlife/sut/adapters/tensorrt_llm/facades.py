@@ -113,7 +113,13 @@ class LlmRequestFacade:
 
     @property
     def is_generation_in_progress_state(self) -> bool:
-        return self._request.is_generation_in_progress_state
+        """Upstream's C++ request counts a retiring request (``GENERATION_TO_COMPLETE``) as
+        in progress too, and upstream's scheduler relies on it (its "started" requests,
+        its own ``and not is_generation_to_complete_state``); the world's does not."""
+        return (
+            self._request.is_generation_in_progress_state
+            or self._request.is_generation_to_complete_state
+        )
 
     @property
     def is_generation_to_complete_state(self) -> bool:

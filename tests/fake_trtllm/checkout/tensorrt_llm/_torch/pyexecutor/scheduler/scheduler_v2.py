@@ -8,7 +8,8 @@ victim when a started chunk cannot grow).
 
 ``KVCacheV2Scheduler`` has the defect of TensorRT-LLM issue #18407: a
 suspended request keeps its adapter active. ``CorrectKVCacheV2Scheduler``
-releases it with pause, as the lifecycle requires.
+releases it with pause, as the lifecycle requires, and (under the overlap
+executor) takes no retiring request as a victim.
 """
 
 from tensorrt_llm.llmapi.llm_args import CapacitySchedulerPolicy, ContextChunkingPolicy
@@ -132,7 +133,11 @@ class KVCacheV2Scheduler(RequestScheduler):
             self.peft,
         )
         for req in p.requests:
-            if _is_started(req) and self.kv.is_request_active(req.py_request_id):
+            # Retiring (the overlap executor): its adapter is freed only after this
+            # iteration's prepare_resources, as upstream's pre-claim says.
+            if req.state_value == LlmRequestState.GENERATION_TO_COMPLETE.value:
+                p.claim(req)
+            elif _is_started(req) and self.kv.is_request_active(req.py_request_id):
                 p.claim(req)  # its adapter is in use on the device, scheduled or not
         self._generation_phase(p)
         self._context_phase(p)
@@ -341,3 +346,8 @@ class CorrectKVCacheV2Scheduler(KVCacheV2Scheduler):
     def _release_on_suspend(self, req):
         if self.peft is not None:
             self.peft.mark_request_done(req, pause=True)
+
+    def _evictable(self, req):
+        # "Started" includes GENERATION_TO_COMPLETE, as upstream's; a retiring request's
+        # last token is on the device, so it is never a victim, told in flight or not.
+        return not req.is_generation_to_complete_state and super()._evictable(req)
