@@ -257,6 +257,10 @@ class Group:
     report: Path
     workers: list[int]
     count: int = 1
+    # The shortest finding's replay, for its story.
+    outcome: reports.Outcome | None = None
+    # Every distinct trace of this defect (its hash), with its JSON report.
+    traces: dict[str, Path] = attrs.Factory(dict)
 
 
 class Campaign:
@@ -270,8 +274,8 @@ class Campaign:
         self.workers: dict[int, WorkerState] = {}
         self.groups: dict[tuple[str, tuple[str, ...]], Group] = {}
         self.findings = 0
-        # Each trace's Markdown report, so a trace found again is not written again.
-        self._written: dict[str, Path] = {}
+        # Each trace's reports, so a trace found again is not written again.
+        self._written: dict[str, dict[str, Path]] = {}
         self.crashes: list[str] = []
         self.warnings: list[str] = []
         self.interrupted = False
@@ -296,6 +300,11 @@ class Campaign:
     @property
     def examples(self) -> int:
         return sum(w.examples for w in self.workers.values()) + self._retired_examples
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the campaign started."""
+        return time.monotonic() - self.started
 
     def _all_done(self) -> bool:
         return all(w.done for w in self.workers.values())
@@ -406,14 +415,15 @@ class Campaign:
         self.workers[worker].findings += 1
         trace = reports.trace_hash(case)
         if trace not in self._written:
-            self._written[trace] = reports.write(case, found.outcome, self.plan.report_dir)[
-                "markdown"
-            ]
-        report = self._written[trace]
+            self._written[trace] = reports.write(case, found.outcome, self.plan.report_dir)
+        report = self._written[trace]["markdown"]
         key = defect_key(found.outcome)
         group = self.groups.get(key)
         if group is None:
-            self.groups[key] = Group(*key, shortest=case, report=report, workers=[worker])
+            group = Group(*key, shortest=case, report=report, workers=[worker])
+            group.outcome = found.outcome
+            group.traces[trace] = self._written[trace]["json"]
+            self.groups[key] = group
             if not self.quiet:
                 self.console.print(
                     f"finding: {key[0]} in {case.scenario} (worker {worker}, "
@@ -422,10 +432,11 @@ class Campaign:
                 )
             return
         group.count += 1
+        group.traces.setdefault(trace, self._written[trace]["json"])
         if worker not in group.workers:
             group.workers.append(worker)
         if _shorter(case, group.shortest):
-            group.shortest, group.report = case, report
+            group.shortest, group.report, group.outcome = case, report, found.outcome
 
     def _died(self, worker: int, restart: bool) -> None:
         """A worker gone without saying done: a finding, then its next slice in a new process."""
