@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from rich.console import Console
 
 import peftlife
 from peftlife.checker import catalogue
-from peftlife.doors import cli
+from peftlife.doors import ci_outputs, cli
 from peftlife.doors.cli import check, mutants
 from peftlife.doors.progress import Tick, progress
 from peftlife.search import gate, scenarios
@@ -191,6 +192,66 @@ def test_the_scenarios_not_checked_are_read_from_every_name_a_run_gives() -> Non
     )
     markdown = ci_outputs.for_gate(gate.Gate((row,)), "ci").markdown
     assert markdown.count(NOT_CHECKED) == 1
+
+
+# ---- fuzz's campaign and explore's exploration ----
+
+
+def _defect(move: tuple[str, ...], trace: str) -> ci_outputs.Defect:
+    reports = ((trace, f"r/{trace}.json"), (trace[::-1], f"r/{trace[::-1]}.json"))
+    story = "peftlife counterexample: ownership_follows_residency\n..."
+    return ci_outputs.Defect(
+        "ownership_follows_residency", move, 3, (1, 0), "default", 4, True, trace,
+        f"r/{trace}.json", reports, story,
+    )  # fmt: skip
+
+
+def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held() -> None:
+    defects = (_defect(("suspend_request",), "1234abcd"), _defect((), "5678ef00"))
+    campaign = ci_outputs.CampaignSummary(
+        "mutant:x", "ci", ("default", "kv-pressure"), 2, 7, 120, 3.5, 6, defects,
+        crashes=("worker 1 died (exit code 3) in scenario default",),
+    )  # fmt: skip
+    outputs = ci_outputs.for_campaign(campaign)
+    assert (outputs.command, outputs.summary) == ("fuzz", campaign)
+    names = [case.name for case in outputs.cases]
+    assert names == [
+        "ownership_follows_residency (suspend_request)",
+        "ownership_follows_residency (none)",
+        "crash 1",
+    ]
+    assert all(case.failure for case in outputs.cases)
+    assert outputs.cases[0].failure == "counterexample: ownership_follows_residency, found 3 times"
+    assert "r/dcba4321.json" in outputs.cases[0].details  # every report of the defect
+    xml = ci_outputs.render_junit("peftlife fuzz", outputs.cases)
+    assert 'tests="3" failures="3"' in xml
+    data = campaign.to_json()
+    assert data["ok"] is False and data["found"] == 6
+    assert [d["reports"] for d in data["defects"]] == [dict(d.reports) for d in defects]
+    # Every trace is a finding, so the summary is a baseline of the whole campaign.
+    assert len(data["findings"]) == 4 and {f["known"] for f in data["findings"]} == {False}
+    assert "- crash: worker 1 died" in outputs.markdown
+
+    held = attrs.evolve(campaign, found=0, defects=(), crashes=())
+    (case,) = ci_outputs.for_campaign(held).cases
+    assert (case.name, case.classname, case.failure, case.seconds) == ("all", "mutant:x", None, 3.5)
+    assert held.to_json()["ok"] is True and held.to_json()["findings"] == []
+    assert "passed (ci profile)" in held.markdown()
+
+
+def test_an_exploration_is_one_junit_case() -> None:
+    held = ci_outputs.ExplorationSummary("reference", "default", 42, 3, 3, 100, True, 0.5)
+    (case,) = ci_outputs.for_exploration(held, "", "").cases
+    assert (case.name, case.classname, case.failure) == ("default", "reference", None)
+    assert held.to_json()["findings"] == [] and held.warnings() == []
+    finding = ci_outputs.Finding("drain_completes", "abcd1234", "r/x_abcd1234.json")
+    found = attrs.evolve(held, finding=finding)
+    outputs = ci_outputs.for_exploration(found, "the story", "### the report")
+    (case,) = outputs.cases
+    assert (case.failure, case.details) == ("counterexample: drain_completes", "the story")
+    assert ("peftlife_report", "r/x_abcd1234.json") in case.properties
+    assert outputs.markdown.rstrip().endswith("### the report")
+    assert found.to_json()["findings"] == [attrs.asdict(finding)]
 
 
 # ---- baseline and excluded invariants ----

@@ -1,9 +1,10 @@
 """What a command leaves for CI: the run summary, the step summary and the JUnit file.
 
-``check``, ``mutants`` and ``diff`` each end by calling ``write`` with their
-``CiOutputs``: ``summary.json`` in the report directory (``check``), the
-Markdown appended to ``--summary`` or ``$GITHUB_STEP_SUMMARY``, and the JUnit
-XML of ``--junit-xml``. ``add_options`` gives a command those two options.
+``check``, ``mutants``, ``diff``, ``fuzz`` and ``explore`` each end by calling
+``write`` with their ``CiOutputs``: ``summary.json`` in the report directory
+(``check``, ``fuzz``, ``explore``), the Markdown appended to ``--summary`` or
+``$GITHUB_STEP_SUMMARY``, and the JUnit XML of ``--junit-xml``. ``add_options``
+gives a command those two options.
 
 Every ``check`` has a summary, a passing one included: the examples searched
 out of the budget, the executor iterations, the scheduler paths reached (the
@@ -16,6 +17,14 @@ a scenario whose scheduler is told nothing in flight (``inflight_ids =
 test case per scenario searched, per row of the mutant gate, or per diff; a
 finding's invariant, trace and report ride along as properties, as the pytest
 plugin records them, so CI systems (GitHub, GitLab, Jenkins) show them.
+
+A fuzzing campaign's summary (``CampaignSummary``) has its scenarios,
+examples and workers, and its findings grouped by defect, each with how often
+it was found and its reports; each defect, and each crashed worker, is a failed
+JUnit case, and a campaign that found nothing is one passing case. An
+exploration's (``ExplorationSummary``) has the states explored, the depth
+covered, whether the state limit cut it short, and its counterexample, if any,
+as its one JUnit case's failure.
 """
 
 from __future__ import annotations
@@ -28,13 +37,17 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from peftlife import reports
 from peftlife.reports.story import UNCHECKED_WHEN_EMPTY
 from peftlife.search import gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS, unreached
+
+if TYPE_CHECKING:
+    from peftlife.doors.fuzz import Campaign, Group
 
 
 class CiOutputError(Exception):
@@ -44,10 +57,13 @@ class CiOutputError(Exception):
 # ---- what a command tells CI, and where it goes ----
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """``--junit-xml`` and ``--summary``, read by ``write``."""
+def add_options(parser: argparse.ArgumentParser, junit: str = "") -> None:
+    """``--junit-xml`` and ``--summary``, read by ``write``; ``junit`` says what its cases are."""
     parser.add_argument(
-        "--junit-xml", metavar="FILE", default=None, help="also write JUnit XML to this file"
+        "--junit-xml",
+        metavar="FILE",
+        default=None,
+        help="also write JUnit XML to this file" + (f": {junit}" if junit else ""),
     )
     parser.add_argument(
         "--summary",
@@ -67,7 +83,7 @@ class CiOutputs:
     markdown: str
     cases: tuple[JunitCase, ...]
     # Written as summary.json in the report directory (check's, which a baseline reads).
-    summary: RunSummary | None = None
+    summary: RunSummary | CampaignSummary | ExplorationSummary | None = None
 
 
 def write(outputs: CiOutputs, args: argparse.Namespace) -> None:
@@ -326,7 +342,7 @@ def append_markdown(text: str, path: str | None) -> Path | None:
     return file
 
 
-def write_json(summary: RunSummary, path: Path) -> None:
+def write_json(summary: RunSummary | CampaignSummary | ExplorationSummary, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary.to_json(), indent=1) + "\n", "utf-8")
 
@@ -391,3 +407,290 @@ def write_junit(path: Path, suite: str, cases: Sequence[JunitCase]) -> None:
     """Write the suite to ``path``, creating its directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_junit(suite, cases) + "\n", "utf-8")
+
+
+# ---- fuzz's campaign and explore's exploration ----
+
+
+@attrs.frozen
+class Defect:
+    """One defect of a campaign (``fuzz.defect_key``): how often it was found, its reports."""
+
+    invariant: str
+    # The scheduler's calls in the iteration that broke the invariant, each once.
+    move: tuple[str, ...]
+    # Findings of this defect, and the workers that found them.
+    count: int
+    workers: tuple[int, ...]
+    # The shortest finding: its scenario, its length, its trace hash and its JSON report.
+    scenario: str
+    actions: int
+    shrunk: bool
+    trace: str
+    report: str
+    # Every distinct trace of the defect with its JSON report, the shortest's included.
+    reports: tuple[tuple[str, str], ...]
+    # The shortest finding's story: the JUnit failure's text.
+    story: str = ""
+
+    @classmethod
+    def of(cls, group: Group) -> Defect:
+        """From a campaign's ``Group``."""
+        case = group.shortest
+        trace = reports.trace_hash(case)
+        story = "" if group.outcome is None else reports.terminal_text(case, group.outcome, 100)
+        return cls(
+            group.invariant,
+            group.move,
+            group.count,
+            tuple(group.workers),
+            case.scenario,
+            len(case.actions),
+            case.shrunk,
+            trace,
+            str(group.traces.get(trace, group.report)),
+            tuple((t, str(path)) for t, path in group.traces.items()),
+            story,
+        )
+
+    @property
+    def name(self) -> str:
+        """The invariant and the scheduler's calls: two defects never share it."""
+        return f"{self.invariant} ({', '.join(self.move) or 'none'})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invariant": self.invariant,
+            "move": list(self.move),
+            "found": self.count,
+            "workers": list(self.workers),
+            "scenario": self.scenario,
+            "actions": self.actions,
+            "shrunk": self.shrunk,
+            "trace": self.trace,
+            "report": self.report,
+            "reports": dict(self.reports),
+        }
+
+
+@attrs.frozen
+class CampaignSummary:
+    """A fuzzing campaign: what it searched, on how many workers, its findings by defect."""
+
+    sut: str
+    profile: str
+    scenarios: tuple[str, ...]
+    workers: int
+    seed: int
+    examples: int
+    seconds: float
+    # Findings in all, each counted in one of the defects.
+    found: int
+    defects: tuple[Defect, ...]
+    # Workers that died and harness errors: they fail the campaign too.
+    crashes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    interrupted: bool = False
+
+    @classmethod
+    def of(cls, campaign: Campaign) -> CampaignSummary:
+        """From a campaign that has run."""
+        plan = campaign.plan
+        return cls(
+            plan.sut,
+            plan.profile,
+            plan.scenarios,
+            plan.workers,
+            plan.seed,
+            campaign.examples,
+            round(campaign.elapsed, 2),
+            campaign.findings,
+            tuple(Defect.of(group) for group in campaign.groups.values()),
+            tuple(campaign.crashes),
+            tuple(campaign.warnings),
+            campaign.interrupted,
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Nothing found, no worker crashed: the campaign's exit 0."""
+        return not self.defects and not self.crashes
+
+    def findings(self) -> list[Finding]:
+        """Every distinct trace of every defect, as a baseline lists findings."""
+        return [
+            Finding(defect.invariant, trace, report)
+            for defect in self.defects
+            for trace, report in defect.reports
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "command": "fuzz",
+            "profile": self.profile,
+            "ok": self.ok,
+            "sut": self.sut,
+            "scenarios": list(self.scenarios),
+            "workers": self.workers,
+            "seed": self.seed,
+            "examples": self.examples,
+            "seconds": self.seconds,
+            "interrupted": self.interrupted,
+            "found": self.found,
+            "defects": [defect.to_json() for defect in self.defects],
+            "crashes": list(self.crashes),
+            "warnings": list(self.warnings),
+            "findings": [attrs.asdict(finding) for finding in self.findings()],
+        }
+
+    def markdown(self) -> str:
+        """The Markdown for a CI step summary: a row per defect, then the campaign's totals."""
+        title = f"peftlife fuzz: {'passed' if self.ok else 'FAILED'} ({self.profile} profile)"
+        where = ", ".join(f"`{s}`" for s in self.scenarios)
+        line = (
+            f"`{self.sut}` in {where}: {self.examples} examples in {self.seconds:.1f} s on "
+            f"{_count(self.workers, 'worker')}, base seed {self.seed}"
+            + (" (interrupted)" if self.interrupted else "")
+        )
+        if self.defects:
+            header = ["invariant", "scheduler's calls", "found", "workers", "actions"]
+            header += ["scenario", "shortest report"]
+            rows = [
+                [
+                    f"`{d.invariant}`",
+                    ", ".join(d.move) or "none",
+                    str(d.count),
+                    ",".join(map(str, d.workers)),
+                    str(d.actions) + ("" if d.shrunk else " (unshrunk)"),
+                    f"`{d.scenario}`",
+                    f"`{d.report}`",
+                ]
+                for d in self.defects
+            ]
+            text = table_markdown(title, header, rows)
+            text += f"\n{line}: {_count(self.found, 'finding')} of "
+            text += f"{_count(len(self.defects), 'defect')}\n"
+        else:
+            tally = "a worker crashed" if self.crashes else "no finding, every example held"
+            text = f"### {title}\n\n{line}: {tally}\n"
+        bullets = [f"- crash: {c}" for c in self.crashes]
+        bullets += [f"- warning: {w}" for w in self.warnings]
+        return text + ("\n" + "\n".join(bullets) + "\n" if bullets else "")
+
+
+@attrs.frozen
+class ExplorationSummary:
+    """An exploration: how far it proved no violation, or its shortest counterexample."""
+
+    sut: str
+    scenario: str
+    states: int
+    # Every sequence up to this many actions was tried; a counterexample's length when found.
+    depth: int
+    # The depth and the state limit asked for.
+    max_depth: int
+    max_states: int
+    # False when the state limit stopped it before ``max_depth``.
+    complete: bool
+    seconds: float
+    finding: Finding | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.finding is None
+
+    @property
+    def verdict(self) -> str:
+        if self.finding is not None:
+            return f"a shortest counterexample has {_count(self.depth, 'action')}"
+        return f"no violation up to depth {self.depth}"
+
+    def warnings(self) -> list[str]:
+        """An exploration the state limit stopped proved less than was asked."""
+        if self.complete or self.finding is not None:
+            return []
+        return [
+            f"the state limit ({self.max_states}) stopped depth {self.depth + 1} of "
+            f"{self.max_depth} (raise --max-states)"
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        finding = None if self.finding is None else attrs.asdict(self.finding)
+        return {
+            "command": "explore",
+            "ok": self.ok,
+            "sut": self.sut,
+            "scenario": self.scenario,
+            "verdict": "held" if self.ok else "counterexample",
+            "states": self.states,
+            "depth": self.depth,
+            "max_depth": self.max_depth,
+            "max_states": self.max_states,
+            "complete": self.complete,
+            "seconds": self.seconds,
+            "finding": finding,
+            "warnings": self.warnings(),
+            "findings": [] if finding is None else [finding],
+        }
+
+    def markdown(self, details: str = "") -> str:
+        """The Markdown for a CI step summary; ``details`` (a report) is appended."""
+        title = f"peftlife explore: {'passed' if self.ok else 'FAILED'}"
+        found = "" if self.finding is None else f" (`{self.finding.invariant}`)"
+        text = (
+            f"### {title}\n\n`{self.sut}` in `{self.scenario}`: {self.states} states in "
+            f"{self.seconds:.1f} s, {self.verdict}{found}\n"
+        )
+        if warnings := self.warnings():
+            text += "\n" + "\n".join(f"- warning: {w}" for w in warnings) + "\n"
+        return text + (f"\n{details.rstrip()}\n" if details else "")
+
+
+def for_campaign(summary: CampaignSummary) -> CiOutputs:
+    """A campaign's outputs: a failed JUnit case per defect and per crash, else one passing."""
+    cases = [_defect_case(summary.sut, defect) for defect in summary.defects]
+    cases += [
+        JunitCase(f"crash {n}", summary.sut, 0.0, "crash", crash)
+        for n, crash in enumerate(summary.crashes, 1)
+    ]
+    if not cases:
+        name = summary.scenarios[0] if len(summary.scenarios) == 1 else "all"
+        properties = (("peftlife_examples", str(summary.examples)),)
+        cases.append(JunitCase(name, summary.sut, summary.seconds, properties=properties))
+    return CiOutputs("fuzz", summary.markdown(), tuple(cases), summary)
+
+
+def for_exploration(summary: ExplorationSummary, story: str, details: str) -> CiOutputs:
+    """An exploration's outputs: one JUnit case, failed by its counterexample if any."""
+    properties = [("peftlife_states", str(summary.states)), ("peftlife_depth", str(summary.depth))]
+    failure = None
+    if (finding := summary.finding) is not None:
+        properties += [("peftlife_invariant", finding.invariant), ("peftlife_trace", finding.trace)]
+        if finding.report:
+            properties.append(("peftlife_report", finding.report))
+        failure = f"counterexample: {finding.invariant}"
+    case = JunitCase(
+        summary.scenario, summary.sut, summary.seconds, failure, story, tuple(properties)
+    )
+    return CiOutputs("explore", summary.markdown(details), (case,), summary)
+
+
+def _defect_case(sut: str, defect: Defect) -> JunitCase:
+    properties = (
+        ("peftlife_invariant", defect.invariant),
+        ("peftlife_trace", defect.trace),
+        ("peftlife_report", defect.report),
+        ("peftlife_scenario", defect.scenario),
+        ("peftlife_found", str(defect.count)),
+    )
+    times = _count(defect.count, "time")
+    reported = "\n".join(f"  {report}" for _, report in defect.reports)
+    details = f"found {times}; its reports:\n{reported}\n"
+    if defect.story:
+        details = f"{defect.story.rstrip()}\n\n{details}"
+    failure = f"counterexample: {defect.invariant}, found {times}"
+    return JunitCase(defect.name, sut, 0.0, failure, details, properties)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
