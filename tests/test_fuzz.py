@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,17 @@ from peftlife.world.config import EngineConfig
 
 TESTS = Path(__file__).parent
 MUTANT = "mutant:no_release_on_suspend"
+
+
+@pytest.fixture(autouse=True)
+def _no_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A campaign appends to $GITHUB_STEP_SUMMARY: not the CI job's own, from a test.
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _reports(directory: Path) -> list[Path]:
+    """The JSON reports in a report directory, its summary.json left out."""
+    return [p for p in directory.glob("*.json") if p.name != "summary.json"]
 
 
 # ---- a real Redis ----
@@ -183,7 +195,7 @@ def test_one_defect_is_one_row_and_every_report_is_kept(tmp_path: Path) -> None:
     # One row, and one announcement, per defect; every distinct trace keeps its reports.
     assert len(rows) == len(announced) == defects < findings, result.stdout
     assert sum(int(row[-4]) for row in rows) == findings, result.stdout
-    reports = list((tmp_path / "reports").glob("*.json"))
+    reports = _reports(tmp_path / "reports")
     assert defects <= len(reports) <= findings, result.stdout
     assert re.search(rf"^{len(reports)} reports?, every finding's, in", result.stdout, re.M)
     assert any(row[-3] in ("0,1", "1,0") for row in rows), result.stdout
@@ -218,7 +230,7 @@ def test_a_worker_still_shrinking_at_the_end_is_ended_and_its_finding_written_un
     assert seconds < duration + fuzz.STOP_GRACE_S + 1, result.stdout
     assert took < duration + fuzz.STOP_GRACE_S + 10, result.stdout
     assert "worker 0 was still busy" in result.stdout, result.stdout
-    [report] = (tmp_path / "reports").glob("*.json")
+    [report] = _reports(tmp_path / "reports")
     assert json.loads(report.read_text())["shrunk"] is False
     assert "not shrunk" in report.with_suffix(".md").read_text()
     assert re.search(r"^finding: ownership_follows_residency .*unshrunk", result.stdout, re.M)
@@ -244,7 +256,7 @@ def test_redis_lost_mid_run_keeps_every_finding(redis_server: RedisServer, tmp_p
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out
     assert "warning: lost the example database" in out, out
-    assert list((tmp_path / "reports").glob("*.json")), out
+    assert _reports(tmp_path / "reports"), out
     local = tmp_path / "reports" / "database"
     assert any(p.is_file() for p in local.rglob("*")), "the local mirror keeps the saves"
 
@@ -253,7 +265,7 @@ def test_a_worker_that_dies_is_a_finding_and_the_campaign_goes_on(tmp_path: Path
     result = _peftlife(
         *_fuzz("--sut", "bad_schedulers:EndsItsProcess", "--scenario", "default",
                "--workers", "2", "--max-examples", "20", "--seed", "1", "--max-restarts", "1",
-               cwd=tmp_path),
+               "--junit-xml", "junit.xml", cwd=tmp_path),
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
@@ -262,6 +274,11 @@ def test_a_worker_that_dies_is_a_finding_and_the_campaign_goes_on(tmp_path: Path
     assert len(crashes) == 2 * (1 + 1), result.stdout
     assert all("exit code 3" in c and "--seed" in c for c in crashes)
     assert "fuzzed bad_schedulers:EndsItsProcess" in result.stdout
+    # Each crash fails the run in CI too: a failed JUnit case, listed in summary.json.
+    assert _summary(tmp_path)["crashes"] == [c.removeprefix("crash: ") for c in crashes]
+    failed = [c.find("failure") for c in ET.parse(tmp_path / "junit.xml").iter("testcase")]
+    messages = [f.get("message") for f in failed if f is not None]
+    assert messages.count("crash") == len(crashes), messages
 
 
 def test_ctrl_c_stops_the_workers_and_writes_what_was_found(tmp_path: Path) -> None:
@@ -282,6 +299,94 @@ def test_ctrl_c_stops_the_workers_and_writes_what_was_found(tmp_path: Path) -> N
     assert proc.returncode == 1, rest
     assert "(interrupted)" in rest and "Traceback" not in rest, rest
     assert list((tmp_path / "reports").glob("*.md"))
+
+
+# ---- what a campaign leaves for CI ----
+
+
+def _summary(cwd: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((cwd / "reports" / "summary.json").read_text("utf-8"))
+    return data
+
+
+def test_a_campaign_leaves_summary_json_junit_and_a_step_summary_each_defect_a_failure(
+    tmp_path: Path,
+) -> None:
+    result = _peftlife(
+        *_fuzz("-q", "--sut", MUTANT, "--scenario", "default", "--workers", "1",
+               "--max-examples", "10", "--seed", "1", "--junit-xml", "out/junit.xml",
+               "--summary", "step.md", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.startswith(f"fuzzed {MUTANT} in default"), result.stdout
+    data = _summary(tmp_path)
+    assert (data["command"], data["profile"], data["ok"]) == ("fuzz", "ci", False)
+    assert (data["sut"], data["scenarios"], data["workers"], data["seed"]) == (
+        MUTANT, ["default"], 1, 1
+    )  # fmt: skip
+    assert f"{data['examples']} examples in" in result.stdout
+    defects = data["defects"]
+    assert defects and sum(d["found"] for d in defects) == data["found"] >= 1
+    assert f"{data['found']} finding" in result.stdout
+    for defect in defects:
+        assert defect["invariant"] in result.stdout
+        assert defect["reports"][defect["trace"]] == defect["report"]
+        assert Path(defect["report"]).is_file() and defect["trace"] in defect["report"]
+    # Every trace of every defect is a finding, as a baseline lists them: every report.
+    written = sorted(str(p) for p in _reports(tmp_path / "reports"))
+    assert sorted(f["report"] for f in data["findings"]) == written
+    assert {f["trace"] for f in data["findings"]} == {t for d in defects for t in d["reports"]}
+
+    root = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    (suite,) = root.iter("testsuite")
+    assert suite.get("name") == "peftlife fuzz"
+    assert suite.get("tests") == suite.get("failures") == str(len(defects))
+    for case, defect in zip(root.iter("testcase"), defects, strict=True):
+        assert case.get("classname") == MUTANT and defect["invariant"] in str(case.get("name"))
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert (props["peftlife_invariant"], props["peftlife_trace"]) == (
+            defect["invariant"], defect["trace"]
+        )  # fmt: skip
+        assert props["peftlife_report"] == defect["report"]
+        assert props["peftlife_found"] == str(defect["found"])
+        failure = case.find("failure")
+        assert failure is not None
+        assert (failure.text or "").startswith(f"peftlife counterexample: {defect['invariant']}")
+
+    text = (tmp_path / "step.md").read_text("utf-8")
+    assert text.startswith("### peftlife fuzz: FAILED (ci profile)")
+    for defect in defects:
+        assert f"| `{defect['invariant']}` |" in text and defect["report"] in text
+    assert f"`{MUTANT}` in `default`: {data['examples']} examples" in text
+
+
+def test_a_campaign_that_holds_is_one_passing_junit_case_in_the_github_step_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = tmp_path / "step-summary.md"
+    step.write_text("earlier step\n", "utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    result = _peftlife(
+        *_fuzz("--sut", "reference", "--scenario", "default", "--workers", "1",
+               "--max-examples", "4", "--seed", "1", "--junit-xml", "junit.xml", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no finding: every example held" in result.stdout
+    data = _summary(tmp_path)
+    assert data["ok"] is True
+    assert (data["found"], data["defects"], data["crashes"], data["findings"]) == (0, [], [], [])
+    assert 1 <= data["examples"] <= 4
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    (suite,) = root.iter("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
+    (case,) = root.iter("testcase")
+    assert (case.get("name"), case.get("classname")) == ("default", "reference")
+    assert case.find("failure") is None
+    text = step.read_text("utf-8")
+    assert text.startswith("earlier step\n### peftlife fuzz: passed (ci profile)")
+    assert "no finding, every example held" in text
 
 
 # ---- units: the plan, the fingerprint, the resilient database ----

@@ -2,6 +2,8 @@
 
 The campaign itself is ``peftlife.doors.fuzz``; this module reads its options.
 Exit codes: 0 no finding; 1 a finding or a worker's crash; 2 bad input.
+Like ``check`` it leaves its CI outputs (``ci_outputs``): summary.json, the
+step summary and ``--junit-xml``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from peftlife.doors import ci_outputs
 from peftlife.doors import fuzz as campaigns
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
@@ -53,10 +56,14 @@ def add_parser(command: NewCommand) -> None:
         help="times a worker whose process died is started again",
     )
     shrink_timeout_option(fuzz)
+    ci_outputs.add_options(
+        fuzz, junit="a failed test case per defect and per crashed worker, else one that passed"
+    )
     common_options(
         fuzz,
         "fuzz",
         quiet={"help": "no live table, heartbeat or finding lines: warnings and the summary"},
+        report_dir={"help": "where the reports and summary.json go"},
         profile={"default": "nightly", "help": "settings profile: how deep each example goes"},
         seed={"help": "the base seed, printed in the summary (default: from the clock)"},
         database={"help": "a directory, or redis://host:port/db shared by machines"},
@@ -100,4 +107,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
     campaign.run()
     campaign.summary()
     note_unchecked(names, console)
+    ci_outputs.write(ci_outputs.for_campaign(ci_outputs.CampaignSummary.of(campaign)), args)
     return EXIT_FOUND if campaign.found else EXIT_HELD
