@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sys
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -12,6 +16,22 @@ from peftlife.doors import cli
 from peftlife.doors.cli.tell import warn_unreached
 from peftlife.search.hunt import SearchResult
 from peftlife.search.machine import COVERAGE_LABELS
+
+PAUSE_FLAG_DROPPED = ["explore", "--sut", "mutant:pause_flag_dropped", "--scenario", "kv-pressure"]
+PAUSE_FLAG_DROPPED += ["--depth", "4", "--prompt-lens", "4", "--max-new-tokens", "1"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # main() puts the cwd on sys.path and reports (summary.json too) default to ./peftlife-reports.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _summary(directory: Path = Path("peftlife-reports")) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((directory / "summary.json").read_text("utf-8"))
+    return data
 
 
 def test_explore_the_reference_holds(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -24,17 +44,88 @@ def test_explore_the_reference_holds(capsys: pytest.CaptureFixture[str], tmp_pat
 def test_explore_a_mutant_reports_a_shortest_counterexample(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv = ["explore", "--sut", "mutant:pause_flag_dropped", "--scenario", "kv-pressure"]
-    argv += ["--depth", "4", "--prompt-lens", "4", "--max-new-tokens", "1"]
+    argv = PAUSE_FLAG_DROPPED
     code = cli.main([*argv, "--report-dir", str(tmp_path), "-q"])
     out = capsys.readouterr().out
     assert code == cli.EXIT_FOUND
     assert "a shortest counterexample has" in out
     assert len(list(tmp_path.glob("mutant_*.json"))) == 1
     # The report's world is explored again from the file: the same length, nothing shorter.
-    report = next(tmp_path.glob("*.json"))
+    report = next(tmp_path.glob("mutant_*.json"))
     again = cli.main([*argv, "--world", str(report), "--report-dir", str(tmp_path / "again")])
     assert again == cli.EXIT_FOUND
+
+
+# ---- what an exploration leaves for CI ----
+
+
+def test_an_exploration_that_holds_leaves_its_ci_outputs_one_passing_case(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    step = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    argv = ["explore", "--scenario", "kv-pressure", "--depth", "2", "--junit-xml", "j.xml"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    out = capsys.readouterr().out
+    data = _summary()
+    assert (data["command"], data["ok"], data["verdict"]) == ("explore", True, "held")
+    assert (data["sut"], data["scenario"], data["depth"], data["max_depth"]) == (
+        "reference", "kv-pressure", 2, 2
+    )  # fmt: skip
+    assert data["complete"] is True and data["finding"] is None and data["findings"] == []
+    assert f"explored {data['states']} states of reference" in out
+    (case,) = ET.parse("j.xml").getroot().iter("testcase")
+    assert (case.get("name"), case.get("classname")) == ("kv-pressure", "reference")
+    assert case.find("failure") is None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props == {"peftlife_states": str(data["states"]), "peftlife_depth": "2"}
+    text = step.read_text("utf-8")
+    assert text.startswith("### peftlife explore: passed")
+    assert f"{data['states']} states" in text and "no violation up to depth 2" in text
+
+
+def test_an_exploration_the_state_limit_stopped_passes_with_a_warning(tmp_path: Path) -> None:
+    argv = ["explore", "--scenario", "kv-pressure", "--depth", "4", "--max-states", "20"]
+    assert cli.main([*argv, "-q", "--summary", "s.md", "--junit-xml", "j.xml"]) == cli.EXIT_HELD
+    data = _summary()
+    assert (data["ok"], data["complete"], data["max_depth"]) == (True, False, 4)
+    assert data["depth"] < 4
+    (warning,) = data["warnings"]
+    assert "state limit (20)" in warning and "--max-states" in warning
+    assert f"- warning: {warning}" in Path("s.md").read_text("utf-8")
+    (case,) = ET.parse("j.xml").getroot().iter("testcase")
+    assert case.find("failure") is None
+
+
+def test_an_exploration_s_counterexample_is_a_junit_failure_with_its_report(
+    tmp_path: Path,
+) -> None:
+    argv = [*PAUSE_FLAG_DROPPED, "-q", "--report-dir", "r", "--junit-xml", "j.xml"]
+    assert cli.main([*argv, "--summary", "s.md"]) == cli.EXIT_FOUND
+    data = _summary(Path("r"))
+    assert (data["ok"], data["verdict"], data["complete"]) == (False, "counterexample", True)
+    finding = data["finding"]
+    assert data["findings"] == [finding] and finding["known"] is False
+    (report,) = Path("r").glob("mutant_*.json")
+    assert finding["report"] == str(report) and finding["trace"] in report.name
+    # A shortest counterexample: its length is the depth every shorter sequence was tried to.
+    assert len(json.loads(report.read_text("utf-8"))["actions"]) == data["depth"]
+    root = ET.parse("j.xml").getroot()
+    (suite,) = root.iter("testsuite")
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures")) == (
+        "peftlife explore", "1", "1"
+    )  # fmt: skip
+    (case,) = root.iter("testcase")
+    failure = case.find("failure")
+    assert failure is not None
+    assert failure.get("message") == f"counterexample: {finding['invariant']}"
+    assert (failure.text or "").startswith(f"peftlife counterexample: {finding['invariant']}")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["peftlife_report"] == str(report)
+    assert props["peftlife_trace"] == finding["trace"]
+    text = Path("s.md").read_text("utf-8")
+    assert text.startswith("### peftlife explore: FAILED")
+    assert f"(`{finding['invariant']}`)" in text and "violated" in text
 
 
 @pytest.mark.parametrize(

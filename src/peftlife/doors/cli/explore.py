@@ -1,14 +1,17 @@
 """``peftlife explore``: every action sequence up to a depth in one small world, breadth first.
 
 Exit codes: 0 no violation up to the depth reached; 1 a shortest
-counterexample (with its reports); 2 bad input.
+counterexample (with its reports); 2 bad input. Like ``check`` it leaves its
+CI outputs (``ci_outputs``): summary.json, the step summary and ``--junit-xml``.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
+import attrs
 from rich.console import Console
 
 from peftlife import reports
@@ -43,7 +46,8 @@ def add_parser(command: NewCommand) -> None:
     ex.add_argument(
         "--max-states", type=int, default=MAX_STATES, help="stop after this many states"
     )
-    common_options(ex, "explore")
+    ci_outputs.add_options(ex, junit="one test case, failed by a counterexample")
+    common_options(ex, "explore", report_dir={"help": "where the reports and summary.json go"})
     ex.set_defaults(run=run)
 
 
@@ -66,6 +70,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     outputs = _lengths("--max-new-tokens", args.max_new_tokens)
     letters = Alphabet.of(s, world, prompts, outputs)
     label = f"exploring {args.sut} in {scenario}"
+    start = time.perf_counter()
     with progress(console, label, args.max_states, show=not args.quiet, unit="states"):
         result = explore(
             args.sut,
@@ -75,6 +80,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
             alphabet=letters,
             max_states=args.max_states,
         )
+    seconds = round(time.perf_counter() - start, 2)
+    summary = ci_outputs.ExplorationSummary(
+        args.sut,
+        scenario,
+        result.states,
+        result.depth,
+        args.depth,
+        args.max_states,
+        result.complete,
+        seconds,
+    )
     if result.failure is None:
         if result.complete:
             verdict = f"no violation up to depth {args.depth}"
@@ -86,13 +102,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
         if world.overlap and world.inflight_ids == "empty":
             console.print(f"note: {ci_outputs.in_flight_note([scenario])}")
+        ci_outputs.write(ci_outputs.for_exploration(summary, "", ""), args)
         return EXIT_HELD
     case = reports.Case.from_failure(result.failure, profile="explore")
-    _, paths = tell_case(case, args, console)
+    outcome, paths = tell_case(case, args, console)
     console.print(
         f"explored {result.states} states: a shortest counterexample has "
         f"{len(case.actions)} actions{written(paths)}"
     )
+    report = str(paths["json"]) if paths else ""
+    finding = ci_outputs.Finding(result.failure.invariant, reports.trace_hash(case), report)
+    story = reports.terminal_text(case, outcome, width=100)
+    details = reports.render_markdown(case, outcome)
+    summary = attrs.evolve(summary, finding=finding)
+    ci_outputs.write(ci_outputs.for_exploration(summary, story, details), args)
     return EXIT_FOUND
 
 
