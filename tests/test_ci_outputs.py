@@ -345,7 +345,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"peftlife {peftlife.__version__}"
 
 
-@pytest.mark.parametrize("command", ["check", "mutants", "replay"])
+@pytest.mark.parametrize("command", ["check", "mutants", "replay", "fuzz", "explore"])
 def test_help_shows_defaults_and_no_markup(
     command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -359,6 +359,10 @@ def test_help_shows_defaults_and_no_markup(
     if command == "check":
         assert "(default: peftlife-reports)" in out
         assert "peftlife-ci when CI is set" in " ".join(out.split())
+    if command in ("fuzz", "explore"):
+        words = " ".join(out.split())
+        assert "--junit-xml FILE" in out and "$GITHUB_STEP_SUMMARY" in words
+        assert "summary.json go (default: peftlife-reports)" in words
 
 
 def test_invariants_lists_every_invariant_with_its_meaning(
