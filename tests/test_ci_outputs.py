@@ -237,6 +237,17 @@ def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held()
     assert (case.name, case.classname, case.failure, case.seconds) == ("all", "mutant:x", None, 3.5)
     assert held.to_json()["ok"] is True and held.to_json()["findings"] == []
     assert "passed (ci profile)" in held.markdown()
+    assert "notes" not in held.to_json() and "note" not in held.markdown()
+
+
+def test_a_campaign_in_a_scenario_told_nothing_in_flight_notes_that_14_was_not_checked() -> None:
+    campaign = ci_outputs.CampaignSummary(
+        "reference", "ci", ("default", "overlap-empty"), 1, 1, 50, 1.0, 0, ()
+    )
+    (note,) = campaign.to_json()["notes"]
+    assert note.startswith(NOT_CHECKED)
+    assert campaign.markdown().count(NOT_CHECKED) == 1
+    assert f"- note: {NOT_CHECKED}" in campaign.markdown()
 
 
 def test_an_exploration_is_one_junit_case() -> None:

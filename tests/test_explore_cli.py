@@ -73,6 +73,7 @@ def test_an_exploration_that_holds_leaves_its_ci_outputs_one_passing_case(
         "reference", "kv-pressure", 2, 2
     )  # fmt: skip
     assert data["complete"] is True and data["finding"] is None and data["findings"] == []
+    assert "notes" not in data
     assert f"explored {data['states']} states of reference" in out
     (case,) = ET.parse("j.xml").getroot().iter("testcase")
     assert (case.get("name"), case.get("classname")) == ("kv-pressure", "reference")
@@ -95,6 +96,18 @@ def test_an_exploration_the_state_limit_stopped_passes_with_a_warning(tmp_path: 
     assert f"- warning: {warning}" in Path("s.md").read_text("utf-8")
     (case,) = ET.parse("j.xml").getroot().iter("testcase")
     assert case.find("failure") is None
+
+
+def test_an_exploration_of_a_world_told_nothing_in_flight_notes_that_14_was_not_checked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["explore", "--scenario", "overlap-empty", "--depth", "2", "--summary", "s.md"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    said = "in_flight_pin (14) is not checked in overlap-empty"
+    assert capsys.readouterr().out.count(said) == 1
+    (note,) = _summary()["notes"]
+    assert note.startswith(said)
+    assert Path("s.md").read_text("utf-8").count(f"- note: {said}") == 1
 
 
 def test_an_exploration_s_counterexample_is_a_junit_failure_with_its_report(

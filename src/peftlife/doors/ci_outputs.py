@@ -524,6 +524,11 @@ class CampaignSummary:
             for trace, report in defect.reports
         ]
 
+    def notes(self) -> list[str]:
+        """What the campaign did not check: invariant 14 where the scheduler is told nothing."""
+        note = unchecked_note(self.scenarios)
+        return [] if note is None else [note]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "command": "fuzz",
@@ -541,6 +546,8 @@ class CampaignSummary:
             "crashes": list(self.crashes),
             "warnings": list(self.warnings),
             "findings": [attrs.asdict(finding) for finding in self.findings()],
+            # Only when there is something to note, as check's.
+            **({"notes": notes} if (notes := self.notes()) else {}),
         }
 
     def markdown(self) -> str:
@@ -575,6 +582,7 @@ class CampaignSummary:
             text = f"### {title}\n\n{line}: {tally}\n"
         bullets = [f"- crash: {c}" for c in self.crashes]
         bullets += [f"- warning: {w}" for w in self.warnings]
+        bullets += [f"- note: {n}" for n in self.notes()]
         return text + ("\n" + "\n".join(bullets) + "\n" if bullets else "")
 
 
@@ -594,6 +602,8 @@ class ExplorationSummary:
     complete: bool
     seconds: float
     finding: Finding | None = None
+    # What it did not check (``in_flight_note``): its world tells the scheduler nothing in flight.
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -631,6 +641,7 @@ class ExplorationSummary:
             "finding": finding,
             "warnings": self.warnings(),
             "findings": [] if finding is None else [finding],
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def markdown(self, details: str = "") -> str:
@@ -643,6 +654,9 @@ class ExplorationSummary:
         )
         if warnings := self.warnings():
             text += "\n" + "\n".join(f"- warning: {w}" for w in warnings) + "\n"
+        # A counterexample's report, when it follows, says it in its world line.
+        if self.notes and not (details and self.finding):
+            text += "\n" + "\n".join(f"- note: {n}" for n in self.notes) + "\n"
         return text + (f"\n{details.rstrip()}\n" if details else "")
 
 

@@ -81,6 +81,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             max_states=args.max_states,
         )
     seconds = round(time.perf_counter() - start, 2)
+    unchecked = world.overlap and world.inflight_ids == "empty"
+    notes = (ci_outputs.in_flight_note([scenario]),) if unchecked else ()
     summary = ci_outputs.ExplorationSummary(
         args.sut,
         scenario,
@@ -90,6 +92,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         args.max_states,
         result.complete,
         seconds,
+        notes=notes,
     )
     if result.failure is None:
         if result.complete:
@@ -100,8 +103,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
             )
         console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
-        if world.overlap and world.inflight_ids == "empty":
-            console.print(f"note: {ci_outputs.in_flight_note([scenario])}")
+        for note in notes:
+            console.print(f"note: {note}")
         ci_outputs.write(ci_outputs.for_exploration(summary, "", ""), args)
         return EXIT_HELD
     case = reports.Case.from_failure(result.failure, profile="explore")
