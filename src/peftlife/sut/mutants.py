@@ -93,13 +93,8 @@ class BudgetIgnoresRetiring(ReferenceScheduler):
 
 
 class BudgetIgnoresInflight(ReferenceScheduler):
-    # Charges the scheduled and the retiring only: an owner skipped because it is
-    # on the device still pins its adapter there.
-    def owner_pins(self, req: Request) -> bool:
-        return False
-
     def in_flight_pins(self, req: Request) -> bool:
-        return False
+        return False  # skipped because it is on the device, it still pins its adapter there
 
 
 class EvictsRetiring(ReferenceScheduler):
@@ -239,7 +234,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "budget_ignores_inflight",
         BudgetIgnoresInflight,
-        "the PEFT budget charges the scheduled and retiring requests only",
+        "the PEFT budget leaves out the adapters of the batch on the device",
         "no_scheduler_caused_fault",
         (),
         overlap=True,

@@ -170,13 +170,13 @@ class ReferenceScheduler:
         ``ensure_batch`` fail. It is in use for an active owner (by ownership
         following residency, a request whose KV is ACTIVE), for a
         retiring request and for a member of the in-flight batch: the last two
-        keep it until after the next ``ensure_batch``.
+        keep it until after the next ``ensure_batch``. A member of the in-flight
+        batch is charged as such (``in_flight_pins``), whatever else it is.
         """
         for req in p.requests:
-            if (
-                self.owner_pins(req)
-                or self.retiring_pins(req)
-                or (req.request_id in p.inflight and self.in_flight_pins(req))
+            on_device = req.request_id in p.inflight
+            if self.retiring_pins(req) or (
+                self.in_flight_pins(req) if on_device else self.owner_pins(req)
             ):
                 p.budget.claim_peft(req)
 
