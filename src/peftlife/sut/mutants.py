@@ -110,8 +110,9 @@ class EvictsInflight(ReferenceScheduler):
 
 
 class DoubleTeardown(ReferenceScheduler):
-    # A member of the batch on the device may be recompute-paused: if that batch's
-    # read-back ends it by end-of-sequence, the executor frees it a second time.
+    # A member of the batch on the device may be recompute-paused: its KV is freed
+    # under the running batch, and if that batch's read-back ends it by
+    # end-of-sequence, the executor frees it a second time.
     spares_in_flight_candidates = False
 
 
@@ -129,7 +130,9 @@ class Mutant:
     # The invariant expected to fire first, then others acceptable as the first catch.
     expected: str
     also_acceptable: tuple[str, ...] = ()
-    # Whether its trigger needs the overlap executor (a batch on the device).
+    # Whether its trigger needs the overlap executor (a batch on the device): under
+    # the simple loop it schedules as the reference does, so the gate hunts it
+    # through the overlap scenarios only.
     overlap: bool = False
 
     @property
@@ -260,8 +263,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         DoubleTeardown,
         "recompute-pause candidates are taken from the batch on the device, "
         "so one that ends by end-of-sequence is freed twice",
-        "single_teardown",
-        ("in_flight_pin",),
+        # The pass that frees the in-flight member breaks its pin before the
+        # read-back frees it again: 14 fires first, 15 in the same iteration.
+        "in_flight_pin",
+        ("single_teardown",),
         overlap=True,
     ),
     Mutant(
