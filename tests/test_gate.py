@@ -1,6 +1,7 @@
 """The mutation gate: every known defect is caught by search alone.
 
-Each mutant is hunted through the shipped scenarios, taking turns in slices, under the ``ci``
+Each mutant is hunted through the shipped scenarios (the overlap ones for a mutant whose
+trigger needs the overlap executor), taking turns in slices, under the ``ci``
 profile, with no hand-written steps and no scenario made for it; a mutant that
 escapes, or that is caught on an invariant its catalogue entry does not
 accept, fails the suite. The verdict is the gate's own (``GateRow.passed``),
@@ -12,10 +13,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import hypothesis
 import pytest
 
-from peftlife.search import gate
+from peftlife import sut
+from peftlife.search import diff, gate, profiles, scenarios
 from peftlife.search.gate import Gate, GateFileError, GateRow, Kind
+from peftlife.search.hunt import SLICE, hunt
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
 
@@ -24,6 +28,27 @@ def test_mutation_gate(mutant: Mutant) -> None:
     """Caught by search alone: the shipped scenarios taking turns, no hand-written steps."""
     row = gate.MutantRun(mutant, "ci", shrink=False).run()
     assert row.passed, f"{row.failure} in {row.scenario}, accepted: {', '.join(mutant.acceptable)}"
+
+
+OVERLAP_MUTANTS = [m for m in CATALOGUE if m.overlap]
+
+
+@pytest.mark.parametrize("mutant", OVERLAP_MUTANTS, ids=lambda m: m.name)
+def test_an_overlap_mutant_is_the_reference_under_the_simple_loop(mutant: Mutant) -> None:
+    """Why the gate hunts it through the overlap scenarios only: no other tells it apart."""
+    hunted = gate.hunted_scenarios(mutant)
+    assert hunted and all(scenarios.load(name).executor == "overlap" for name in hunted)
+    simple = [name for name in scenarios.shipped_names() if name not in hunted]
+    paired = diff.paired_with(sut.load(f"mutant:{mutant.name}"))
+    settings = hypothesis.settings(profiles.for_search(profiles.get("ci")), max_examples=SLICE)
+    same = hunt("reference", settings, scenario_names=simple, mixin=paired)
+    assert same.held, str(same.failure)
+
+
+def test_every_other_mutant_is_hunted_through_every_scenario() -> None:
+    for mutant in CATALOGUE:
+        if not mutant.overlap:
+            assert gate.hunted_scenarios(mutant) == scenarios.shipped_names()
 
 
 # ---- the pass rule and the table, on rows made by hand ----

@@ -2,8 +2,8 @@
 
 The gate is one search of the reference in each shipped scenario, which must
 hold, and one hunt of each mutant of the catalogue through the shipped
-scenarios taking turns, which must fail on an invariant its catalogue entry
-accepts. ``plan`` lists those runs, ``run_gate`` runs them (on worker
+scenarios taking turns (``hunted_scenarios``), which must fail on an invariant
+its catalogue entry accepts. ``plan`` lists those runs, ``run_gate`` runs them (on worker
 processes when asked) into a ``Gate`` of rows, and ``GateRow.passed`` is the
 pass rule: the one the command, its JSON, the report directory's index and the
 tests all read. ``write`` saves a gate as ``peftlife mutants --json`` writes it;
@@ -234,6 +234,24 @@ class ReferenceRun:
         )
 
 
+def hunted_scenarios(mutant: Mutant) -> list[str]:
+    """The shipped scenarios the gate hunts a mutant through, in the order they take turns.
+
+    Every one, except for a mutant whose trigger needs the overlap executor: it
+    is hunted through the overlap scenarios only, since under the simple loop
+    (no batch on the device, no retiring request) it schedules as the reference
+    does and no simple scenario can catch it.
+
+    >>> from peftlife.sut.mutants import BY_NAME
+    >>> hunted_scenarios(BY_NAME["schedules_retiring"])[:2]
+    ['overlap', 'overlap-empty']
+    """
+    names = scenarios.shipped_names()
+    if not mutant.overlap:
+        return names
+    return [name for name in names if scenarios.load(name).executor == "overlap"]
+
+
 @attrs.frozen
 class MutantRun:
     """One mutant hunted through the shipped scenarios; what was found is shrunk if asked."""
@@ -245,7 +263,11 @@ class MutantRun:
 
     def run(self) -> GateRow:
         start = time.perf_counter()
-        found = hunt(f"mutant:{self.mutant.name}", _settings(self.profile))
+        found = hunt(
+            f"mutant:{self.mutant.name}",
+            _settings(self.profile),
+            scenario_names=hunted_scenarios(self.mutant),
+        )
         if found.failure is None:
             return GateRow(
                 Kind.MUTANT,
