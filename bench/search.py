@@ -1,17 +1,21 @@
 """``make bench``: how fast the harness finds, how short it shrinks, how cheap a step is.
 
-Four measurements, each against a goal, printed as one table and written to
+Five measurements, each against a goal, printed as one table and written to
 ``docs/benchmarks.md``:
 
 1. rule steps per second of the machine against two bare Hypothesis machines
    run interleaved with it: one with the same rules and argument strategies
    and empty bodies (the mirror), one with as many rules and no arguments;
-2. the first failure of every catalogue mutant over several seeds: examples
-   and CPU seconds (median and worst) and the scenario that caught it;
+2. the first failure of every catalogue mutant over several seeds, hunted as
+   the gate hunts it: examples and CPU seconds (median and worst) and the
+   scenario that caught it;
 3. shrunk length against the shortest failure the explorer finds in the same
    world (actions and executor iterations), with the shrink's CPU time;
 4. microseconds per executor iteration at 10 to 3,000 live requests, with the
-   share of the scheduler, the snapshot and the checks.
+   share of the scheduler, the snapshot and the checks;
+5. the overlap executor against the simple loop: rule steps and executor
+   iterations per second of the reference in kv-pressure and in its overlap
+   twin (the same file with ``executor = "overlap"``), run interleaved.
 
 CPU seconds (``time.process_time``) rather than wall time, so other work on a
 shared machine disturbs the figures less; they stay noisy all the same.
@@ -27,8 +31,10 @@ import argparse
 import contextlib
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +51,10 @@ from hypothesis.stateful import (
 
 from peftlife import sut
 from peftlife.checker import invariants
-from peftlife.search import explore, profiles, scenarios
+from peftlife.search import explore, gate, profiles, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt, lifecycle_machine
+from peftlife.search.machine import SearchStats
 from peftlife.search.trace import checked_replay
 from peftlife.sut.mutants import BY_NAME, CATALOGUE, Mutant
 from peftlife.world.config import EngineConfig
@@ -61,8 +68,10 @@ GOAL_MEDIAN_S, GOAL_WORST_S = 0.5, 3.0
 # 1,000 -> 3,000 live requests: linear is x3; more means a cost that grows with the batch.
 GOAL_SCALING = 3.3
 LIVE_REQUESTS = (10, 100, 1000, 3000)
+# The overlap loop's rate may be at most 10% below the simple loop's in the same world.
+GOAL_OVERLAP = 0.9
 # The sections, in the order they run; ``--only`` picks some.
-SECTIONS = ("steps", "first-failure", "shrink", "iteration")
+SECTIONS = ("steps", "first-failure", "shrink", "iteration", "overlap")
 
 
 @attrs.frozen
@@ -249,7 +258,12 @@ def first_failure_section(seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> 
         caught_in: dict[str, int] = {}
         for seed in range(seeds):
             start = time.process_time()
-            result = hunt(f"mutant:{mutant.name}", settings, seed=seed)
+            result = hunt(
+                f"mutant:{mutant.name}",
+                settings,
+                seed=seed,
+                scenario_names=gate.hunted_scenarios(mutant),
+            )
             seconds.append(time.process_time() - start)
             examples.append(result.examples_to_find if result.failure else -1)
             where = result.scenario if result.failure else "ESCAPED"
@@ -267,7 +281,8 @@ def first_failure_section(seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> 
             )
         )
     return Section(
-        f"2. first failure per mutant over {seeds} seeds (hunt, ci profile, no shrinking, CPU s)",
+        f"2. first failure per mutant over {seeds} seeds (hunt through the scenarios the gate "
+        "hunts it in, ci profile, no shrinking, CPU s)",
         ("mutant", "examples med", "worst", "seconds med", "worst", "caught in (seeds)"),
         tuple(rows),
         (
@@ -298,7 +313,9 @@ def shrink_section(max_states: int, mutants: Sequence[Mutant] = CATALOGUE) -> Se
     longer = []
     unproved = []
     for mutant in mutants:
-        found = hunt(f"mutant:{mutant.name}", settings, seed=0)
+        found = hunt(
+            f"mutant:{mutant.name}", settings, seed=0, scenario_names=gate.hunted_scenarios(mutant)
+        )
         assert found.failure is not None, f"{mutant.name} escaped"
         start = time.process_time()
         shrunk = minimized(found.failure)
@@ -471,6 +488,90 @@ def iteration_section(iterations: int, live_requests: Sequence[int] = LIVE_REQUE
     )
 
 
+# ---- 5. the overlap loop against the simple loop ----
+
+
+def overlap_twin(scenario: str, folder: Path) -> Path:
+    """A shipped scenario's file with ``executor = "overlap"`` added: every size the same."""
+    text = (resources.files("peftlife.search") / "strategies" / f"{scenario}.toml").read_text(
+        "utf-8"
+    )
+    assert "\nexecutor" not in text, f"{scenario} sets its executor already"
+    twin = folder / f"{scenario}-overlap.toml"
+    twin.write_text(text.replace("[world]\n", '[world]\nexecutor = "overlap"\n', 1), "utf-8")
+    return twin
+
+
+def _loop_rates(
+    machine: type[Any], settings: hypothesis.settings, seed: int
+) -> tuple[float, float]:
+    """(rule steps, executor iterations) per CPU second of one run of ``machine``."""
+
+    class Counted(_counting(machine)):  # type: ignore[misc]
+        steps = 0
+        # The machine counts each checked iteration (drains included) here.
+        stats = SearchStats()
+
+    start = time.process_time()
+    with contextlib.suppress(AssertionError):
+        run_state_machine_as_test(hypothesis.seed(seed)(Counted), settings=settings)
+    seconds = max(time.process_time() - start, 1e-9)
+    return Counted.steps / seconds, Counted.stats.iterations / seconds
+
+
+def overlap_section(repetitions: int, examples: int, scenario: str = "kv-pressure") -> Section:
+    # A seed per repetition, the same for both loops, rather than the ci profile's
+    # derandomized draw: that is one fixed sample per file name, and the two files'
+    # samples differ in how long their requests run.
+    settings = hypothesis.settings(
+        profiles.get("ci"),
+        max_examples=examples,
+        phases=[Phase.generate],
+        verbosity=hypothesis.Verbosity.quiet,
+        derandomize=False,
+        database=None,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        twin = overlap_twin(scenario, Path(folder))
+        machines = {
+            "simple": lifecycle_machine("reference", scenario),
+            "overlap": lifecycle_machine("reference", str(twin)),
+        }
+        rates: dict[str, list[tuple[float, float]]] = {name: [] for name in machines}
+        # Interleaved, so a busy spell hits both alike, and each first in turn.
+        for repetition in range(repetitions):
+            order = list(machines.items())
+            for name, machine in order[:: 1 if repetition % 2 == 0 else -1]:
+                rates[name].append(_loop_rates(machine, settings, repetition))
+    rows = []
+    verdicts = []
+    for index, what in enumerate(("rule steps/s", "executor iterations/s")):
+        simple = [r[index] for r in rates["simple"]]
+        overlap = [r[index] for r in rates["overlap"]]
+        ratios = [o / s for o, s in zip(overlap, simple, strict=True)]
+        median = statistics.median(ratios)
+        rows.append(
+            (
+                what,
+                f"{statistics.median(simple):.0f}",
+                f"{statistics.median(overlap):.0f}",
+                f"{median:.2f}",
+                f"{min(ratios):.2f}-{max(ratios):.2f}",
+                f">= {GOAL_OVERLAP}",
+            )
+        )
+        verdicts.append(
+            _verdict(f"overlap / simple {what}", median >= GOAL_OVERLAP, median, GOAL_OVERLAP)
+        )
+    return Section(
+        f"5. the overlap loop against the simple loop, reference in {scenario} and in its "
+        f"overlap twin (the same sizes), {repetitions} interleaved repetitions",
+        ("rate", "simple", "overlap", "overlap / simple", "spread", "goal"),
+        tuple(rows),
+        tuple(verdicts),
+    )
+
+
 # ---- the table ----
 
 
@@ -522,6 +623,7 @@ def measure(sizes: Sizes, only: Sequence[str] = ()) -> Iterator[Section]:
         "first-failure": lambda: first_failure_section(sizes.seeds, sizes.mutants),
         "shrink": lambda: shrink_section(sizes.max_states, sizes.mutants),
         "iteration": lambda: iteration_section(sizes.iterations, sizes.live_requests),
+        "overlap": lambda: overlap_section(sizes.repetitions, sizes.examples),
     }
     for name, section in measurements.items():
         if not only or name in only:

@@ -36,6 +36,7 @@ HEADERS = {
         "checks",
         "engine",
     ),
+    "5.": ("rate", "simple", "overlap", "overlap / simple", "spread", "goal"),
 }
 
 
@@ -46,13 +47,14 @@ def test_every_section_has_its_headers_and_a_row_per_thing_measured() -> None:
     for section in sections:
         assert all(len(row) == len(section.header) for row in section.rows), section.title
         assert all(cell for row in section.rows for cell in row), section.title
-    steps, first, shrunk, iteration = sections
+    steps, first, shrunk, iteration, overlap = sections
     assert [row[0] for row in steps.rows] == ["peftlife / mirror", "peftlife / argless"]
     mutants = [m.name for m in bench.SMOKE.mutants]
     assert [row[0] for row in first.rows] == [row[0] for row in shrunk.rows] == mutants
     assert [row[0] for row in iteration.rows] == [str(n) for n in bench.SMOKE.live_requests]
+    assert [row[0] for row in overlap.rows] == ["rule steps/s", "executor iterations/s"]
     # Each verdict is met or short against its goal.
-    assert [len(s.verdicts) for s in sections] == [2, 2, 1, 1]
+    assert [len(s.verdicts) for s in sections] == [2, 2, 1, 1, 2]
     assert all(re.match(r"(met|SHORT): ", v) for s in sections for v in s.verdicts)
 
 
