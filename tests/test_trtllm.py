@@ -189,8 +189,7 @@ def test_the_suspend_without_release_defect_is_found_by_search() -> None:
     ), result.failure
 
 
-# The simple loop's scenarios. Under the overlap executor the search meets the world's
-# held batch (see the xfail test at the end) before long; the overlap tests below replay
+# The simple loop's scenarios. Under the overlap executor the overlap tests below replay
 # the traces that matter instead.
 @pytest.mark.parametrize(
     "scenario", [n for n in scenarios.shipped_names() if scenarios.load(n).executor == "simple"]
@@ -429,16 +428,11 @@ def test_only_the_correct_variant_spares_a_retiring_request_told_nothing_in_flig
     assert "retiring_keeps_its_place" in {v.invariant for v in caught.violations}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a gap in the world: a held batch is prepared (registered, ensure_batch run), where "
-    "upstream's overlap loop calls prepare_resources only for a batch it can queue",
-)
 def test_a_held_first_chunk_leaves_no_registered_owner_behind() -> None:
-    """Held in iteration 1, request 2's first chunk is registered on adapter 3 (two pages,
-    the whole device cache) by the world yet never runs; upstream would not have registered
-    it. A scheduler that, like upstream's, pre-claims only started and retiring requests'
-    adapters then admits request 1 on adapter 1, and ensure_batch cannot load it."""
+    """Held in iteration 1, request 2's first chunk is not registered on adapter 3 (two
+    pages, the whole device cache): like upstream's loop, the world prepares only a batch it
+    can queue. A scheduler that, like upstream's, pre-claims only started and retiring
+    requests' adapters then admits request 1 on adapter 1, and ensure_batch can load it."""
     config = attrs.evolve(
         OVERLAP, lora_device_pages=2, lora_host_pages=3, adapter_pages=((1, 1), (3, 2))
     )

@@ -181,8 +181,8 @@ class ReferenceScheduler:
                 p.budget.claim_peft(req)
 
     def owner_pins(self, req: Request) -> bool:
-        # A first chunk with ACTIVE KV at the start of a pass owns too: it was prepared
-        # (registered) for a batch that was held and never launched.
+        # A first chunk with ACTIVE KV at the start of a pass (its batch was held before
+        # it ran) owns nothing yet; charging its adapter reserves pages it will need.
         return req.is_schedulable and self.kv.is_request_active(req.request_id)
 
     def retiring_pins(self, req: Request) -> bool:

@@ -334,11 +334,14 @@ class Engine:
                         self._upstream_teardown(req)
             # 3. prepare_resources. A held batch is prepared too (the decision on
             # open question 1 in docs/protocol.md: the scheduler's resumes and the
-            # executor's registrations stand), then its generation allocations are
-            # undone and it is not launched.
+            # executor's registrations stand), except its first chunks: upstream
+            # prepares only a batch it can queue, so a held first chunk, which has
+            # not started, is never registered there. Then the held batch's
+            # generation allocations are undone and it is not launched.
             self._as("prepare_resources")
             generation = lists["generation"]
-            context, ensure_error = self._prepare_resources(lists["context"], generation, errors)
+            registered = [r for r in lists["context"] if not hold or r.is_started]
+            context, ensure_error = self._prepare_resources(registered, generation, errors)
             after_prepare = self._scheduled_views(context, generation)
             if ensure_error is not None:
                 errors.append(ensure_error)
