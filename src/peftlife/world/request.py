@@ -20,7 +20,7 @@ class LlmRequestState(enum.IntEnum):
 
     CONTEXT_INIT = 10
     GENERATION_IN_PROGRESS = 13
-    # Belongs to the overlap executor, which the model does not run: never entered.
+    # Retiring: under the overlap executor, a request whose last token is in flight.
     GENERATION_TO_COMPLETE = 14
     GENERATION_COMPLETE = 20
 
