@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import operator
 import weakref
+from typing import Any
 
 import attrs
 
@@ -275,20 +276,7 @@ class Engine:
                     if self.config.recompute_teardown == "upstream":
                         self._upstream_teardown(req)
                     self._reset_for_recompute(req)
-        self._note_recompute_pending()
-        self._as("harness")
-
-        self._last_step = StepRecord(
-            iteration=self.iteration,
-            output=record,
-            batch_ran=batch_ran,
-            after_prepare=after_prepare,
-            calls=tuple(self.ledger.calls),
-            errors=tuple(errors),
-            writes=self._writes,
-            recompute_pending_before=pending_before,
-        )
-        return self.snapshot()
+        return self._end_iteration(record, batch_ran, after_prepare, errors, pending_before)
 
     def _step_overlap(self) -> Snapshot:
         """One iteration of the overlap loop, in the nine steps of docs/protocol.md.
@@ -401,18 +389,12 @@ class Engine:
             r for r in (*context, *generation) if r.request_id in self._requests
         )
         self._emitting = tuple(r for r in emitting if r.request_id in self._requests)
-        self._note_recompute_pending()
-        self._as("harness")
-
-        self._last_step = StepRecord(
-            iteration=self.iteration,
-            output=record,
-            batch_ran=launched,
-            after_prepare=after_prepare,
-            calls=tuple(self.ledger.calls),
-            errors=tuple(errors),
-            writes=self._writes,
-            recompute_pending_before=pending_before,
+        return self._end_iteration(
+            record,
+            launched,
+            after_prepare,
+            errors,
+            pending_before,
             overlap=True,
             in_flight=tuple(sorted(in_flight)),
             in_flight_told=self.config.inflight_ids == "batch",
@@ -420,7 +402,6 @@ class Engine:
             retiring=retiring,
             eos=eos,
         )
-        return self.snapshot()
 
     def _begin_iteration(self) -> None:
         self.iteration += 1
@@ -428,6 +409,34 @@ class Engine:
         self.ledger.calls.clear()
         self._ended_now = []
         self._writes = ()
+
+    def _end_iteration(
+        self,
+        record: OutputRecord | None,
+        batch_ran: bool,
+        after_prepare: tuple[ScheduledView, ...],
+        errors: list[StepError],
+        pending_before: frozenset[int],
+        **overlap: Any,
+    ) -> Snapshot:
+        """Close the iteration both loops share: note what waits for recompute, record, snapshot.
+
+        ``overlap`` carries the overlap loop's own fields of the step record.
+        """
+        self._note_recompute_pending()
+        self._as("harness")
+        self._last_step = StepRecord(
+            iteration=self.iteration,
+            output=record,
+            batch_ran=batch_ran,
+            after_prepare=after_prepare,
+            calls=tuple(self.ledger.calls),
+            errors=tuple(errors),
+            writes=self._writes,
+            recompute_pending_before=pending_before,
+            **overlap,
+        )
+        return self.snapshot()
 
     def _ask_scheduler(
         self, errors: list[StepError], inflight: set[int] | None = None, retiring: bool = False
