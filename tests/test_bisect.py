@@ -199,3 +199,28 @@ def test_only_skipped_commits_left_lists_every_candidate() -> None:
     result = bisect.bisect(commits(8), probe)
     assert [int(c.sha) for c in result.candidates] == [3, 4, 5]
     assert result.last_good is not None and int(result.last_good.commit.sha) == 2
+
+
+def test_every_probed_commit_is_searched_with_one_seed(
+    repo: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe's folder is temporary, and a derandomized search's seed follows the
+    machine's name, which holds it: without one seed of its own, each run would differ."""
+    from peftlife.doors.cli import bisect as bisect_command
+
+    seeds: list[int | None] = []
+    real = bisect_command.search
+
+    def recording(*args: object, seed: int | None = None, **kwargs: object) -> object:
+        seeds.append(seed)
+        return real(*args, seed=seed, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bisect_command, "search", recording)
+    path, shas = repo
+    code, out = run(
+        *("bisect", "--repo", str(path), "--good", shas[0], "--bad", shas[7]),
+        *("--scenario", "chunked-prefill", "--max-examples", "20"),
+        *("--report-dir", str(tmp_path), "-q"),
+    )
+    assert code == 0, out
+    assert len(seeds) >= 3 and len(set(seeds)) == 1 and seeds[0] is not None, seeds
