@@ -176,3 +176,17 @@ def test_a_run_that_never_reached_a_witness_warns() -> None:
     everything = SearchResult("reference", "default", None, 10, 10, 0.1, Counter(COVERAGE_LABELS))
     warn_unreached(everything, Console(record=True))
     assert everything.unreached == ()
+
+
+def test_a_witness_its_worlds_could_not_reach_is_not_warned_of() -> None:
+    paths = Counter(dict.fromkeys(COVERAGE_LABELS[:-4], 1))
+    simple = SearchResult("reference", "default", None, 10, 10, 0.1, paths)
+    assert simple.unreached == ()
+    told_nothing = paths + Counter({"world: overlap executor": 10, "held batch": 1})
+    empty = SearchResult("reference", "overlap-empty", None, 10, 10, 0.1, told_nothing)
+    assert empty.unreached == ("retiring request", "end-of-sequence in flight")
+    told = told_nothing + Counter({"world: in-flight ids told": 10})
+    batch = SearchResult("reference", "overlap", None, 10, 10, 0.1, told)
+    assert batch.unreached == ("retiring request", "in-flight skip", "end-of-sequence in flight")
+    no_pause = Counter({k: v for k, v in paths.items() if not k.startswith("recompute")})
+    assert SearchResult("reference", "x", None, 1, 1, 0.1, no_pause).unreached == ()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from peftlife.checker import invariants
@@ -221,6 +222,45 @@ def test_15_a_recompute_paused_member_ending_by_eos_is_freed_twice() -> None:
     assert _names(inside, check) == []
     assert _names(past, check) == ["single_teardown"]
     assert all(not invariants.check(s) for s in _steps(PRESSURE, ReferenceScheduler, trace))
+
+
+# Under recompute_teardown = "upstream" the executor frees a recompute-paused request
+# after the scheduler did: request 2 is recompute-paused in iteration 6 (the drain).
+UPSTREAM_TEARDOWN = EngineConfig(
+    device_pages=4,
+    tokens_per_block=1,
+    adapter_pages=((2, 1),),
+    lora_device_pages=1,
+    lora_host_pages=1,
+    max_num_tokens=1,
+    max_batch_size=1,
+    enable_chunked_context=True,
+    chunk_unit_size=1,
+    recompute_teardown="upstream",
+    executor="overlap",
+)
+UPSTREAM_TEARDOWN_TRACE = [
+    Action("submit", None, 2, True, 1, 3),
+    Action("submit", None, 2, False, 2, 2),
+    *[Action("step")] * 6,
+]
+
+
+def test_15_the_executor_finishing_a_recompute_pause_is_one_teardown() -> None:
+    check = invariants.single_teardown
+    snaps = _steps(UPSTREAM_TEARDOWN, ReferenceScheduler, UPSTREAM_TEARDOWN_TRACE)
+    step = snaps[-1].step
+    assert step is not None and step.recompute_torn_down == (2,)
+    frees = [c.caller for c in step.calls if c.method == "free_resources" and c.request_id == 2]
+    assert frees == ["scheduler", "free_resources"]
+    assert all(_names(s, check) == [] for s in snaps)
+    # A recompute-paused member of batch N that also ends by end-of-sequence is
+    # still freed twice: by the pause (scheduler and executor) and at its read-back.
+    upstream = attrs.evolve(PRESSURE, recompute_teardown="upstream")
+    trace = [*PRESSURE_TRACE[:-1], Action("eos", request_id=2), Action("step")]
+    inside, past = _steps(upstream, mutants.DoubleTeardown, trace)[-2:]
+    assert _names(inside, check) == []
+    assert _names(past, check) == ["single_teardown"]
 
 
 class ListsTheDead(ReferenceScheduler):

@@ -577,6 +577,9 @@ def single_teardown(s: Snapshot) -> Iterator[Violation]:
     if step is None or not step.overlap:
         return
     reached: dict[int, list[str]] = {}
+    # Under recompute_teardown = "upstream" the executor's step-2 teardown finishes
+    # the scheduler's recompute pause: the two frees are one teardown, not two.
+    completes_pause = set(step.recompute_torn_down)
     for call in step.calls:
         rid = call.request_id
         if rid is None:
@@ -584,6 +587,10 @@ def single_teardown(s: Snapshot) -> Iterator[Violation]:
         if call.method == "add_request_peft" and call.result == "ok":
             reached.pop(rid, None)
         elif call.method == "free_resources" and call.component == "target":
+            if call.caller == "free_resources" and rid in completes_pause:
+                completes_pause.discard(rid)
+                if reached.get(rid) == ["the scheduler"]:
+                    continue
             callers = reached.setdefault(rid, [])
             callers.append(_TEARDOWN_BY.get(call.caller, call.caller))
             if len(callers) == 2:

@@ -49,18 +49,47 @@ COVERAGE_LABELS = (
     "end-of-sequence in flight",
     "held batch",
 )
-# The witnesses only the overlap executor can reach: a search that never ran it
-# (no overlap rule fired) is not told it missed them.
-OVERLAP_LABELS = COVERAGE_LABELS[-4:]
+# What each witness needs of the world: a search whose worlds never had it is not
+# told it missed the witness (an overlap-only path in a simple-loop scenario, an
+# in-flight skip where the scheduler is told nothing in flight).
+_OVERLAP = "world: overlap executor"
+_TOLD_IN_FLIGHT = "world: in-flight ids told"
+_RECOMPUTE = "world: recompute pause"
+_NEEDS = {
+    "recompute pause": _RECOMPUTE,
+    "recompute pause of an active request": _RECOMPUTE,
+    "retiring request": _OVERLAP,
+    "in-flight skip": _TOLD_IN_FLIGHT,
+    "end-of-sequence in flight": _OVERLAP,
+    "held batch": _OVERLAP,
+}
+
+
+def world_labels(config: EngineConfig) -> tuple[str, ...]:
+    """The features of one example's world that some witness needs."""
+    overlap = config.executor == "overlap"
+    return tuple(
+        label
+        for label, present in (
+            (_OVERLAP, overlap),
+            (_TOLD_IN_FLIGHT, overlap and config.inflight_ids == "batch"),
+            (_RECOMPUTE, config.enable_recompute_pause),
+        )
+        if present
+    )
 
 
 def unreached(coverage: Mapping[str, int]) -> tuple[str, ...]:
-    """The witnesses a search with this coverage never reached, in the order listed."""
-    overlap = coverage.get("rule: eos") or coverage.get("rule: hold_batch")
+    """The witnesses a search with this coverage never reached, in the order listed,
+    leaving out those its worlds could not reach.
+
+    >>> unreached({"world: overlap executor": 3, **dict.fromkeys(COVERAGE_LABELS[:-4], 1)})
+    ('retiring request', 'end-of-sequence in flight', 'held batch')
+    """
     return tuple(
         label
         for label in COVERAGE_LABELS
-        if not coverage.get(label) and (overlap or label not in OVERLAP_LABELS)
+        if not coverage.get(label) and (label not in _NEEDS or coverage.get(_NEEDS[label]))
     )
 
 
@@ -265,6 +294,8 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
         ) -> None:
             self.config = config
             self.engine = Engine(config, factory, schedule_deadline=self.schedule_deadline)
+            for label in world_labels(config):
+                self._label(label)
             cls = type(self)
             cls.stats.examples += 1
             if cls.progress is not None:

@@ -311,6 +311,7 @@ class Engine:
         context: list[Request] = []
         generation: list[Request] = []
         recompute_paused: list[Request] = []
+        torn_down: list[int] = []
         after_prepare: tuple[ScheduledView, ...] = ()
         launched = False
         if lists is not None and runs:
@@ -320,6 +321,7 @@ class Engine:
                 for req in recompute_paused:
                     if req.request_id in self._requests:
                         self._upstream_teardown(req)
+                        torn_down.append(req.request_id)
             # 3. prepare_resources. A held batch is prepared too (the decision on
             # open question 1 in docs/protocol.md: the scheduler's resumes and the
             # executor's registrations stand), except its first chunks: upstream
@@ -401,6 +403,7 @@ class Engine:
             held=hold,
             retiring=retiring,
             eos=eos,
+            recompute_torn_down=tuple(torn_down),
         )
 
     def _begin_iteration(self) -> None:
