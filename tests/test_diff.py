@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import attrs
 import hypothesis
 import pytest
 
@@ -354,3 +355,44 @@ def test_the_diff_html_page_marks_only_the_diverging_iteration(tmp_path: Path) -
     first, _, last = html.partition('<details class="diverging" open')
     assert "data-diverging" not in first and "data-diverging" in last
     assert "request 1 owns" in last and "http" not in html.split("<body")[1]
+
+
+# The reference and evicts_inflight part in the drain: B suspends request 3, on the device.
+OVERLAP_DIVERGES = EngineConfig(
+    device_pages=3,
+    tokens_per_block=2,
+    adapter_pages=((1, 1),),
+    lora_device_pages=1,
+    lora_host_pages=1,
+    max_num_tokens=3,
+    max_batch_size=2,
+    executor="overlap",
+)
+OVERLAP_ACTIONS = (
+    Action("submit", None, 1, True, 2, 2),
+    Action("submit", None, 1, False, 1, 2),
+    Action("submit", None, 1, False, 1, 2),
+)
+
+
+def test_an_overlap_divergence_shows_each_iterations_batches_in_every_format() -> None:
+    dcase = diff_reports.DiffCase(
+        reports.Case("reference", "overlap", OVERLAP_DIVERGES, OVERLAP_ACTIONS),
+        "mutant:evicts_inflight",
+    )
+    outcome = diff_reports.replay(dcase)
+    assert outcome.divergence is not None and outcome.divergence.iteration == 3
+    text = diff_reports.terminal_text(dcase, outcome)
+    assert "in flight: none read back; [1, 2] launched" in text  # an agreed iteration
+    assert "in flight: [1, 2] read back; [3] launched" in text
+    (side,) = [ln.split() for ln in text.splitlines() if ln.startswith("in flight")]
+    assert " ".join(side) == "in flight [3] read back; [1] launched [3] read back; [1] launched"
+    markdown = diff_reports.render_markdown(dcase, outcome)
+    assert "in flight [1, 2] read back; [3] launched" in markdown
+    assert "| in flight | [3] read back; [1] launched | [3] read back; [1] launched |" in markdown
+    html = diff_reports.render_html(dcase, outcome)
+    # Each iteration's table has an A and a B row for its batches.
+    assert html.count('data-row="in flight"') == 2 * len(outcome.iterations) == 6
+    simple_world = attrs.evolve(OVERLAP_DIVERGES, executor="simple")
+    simple = attrs.evolve(dcase, case=attrs.evolve(dcase.case, config=simple_world))
+    assert "in flight" not in diff_reports.terminal_text(simple, diff_reports.replay(simple))

@@ -211,6 +211,9 @@ def _side_rows(d: Paired) -> list[tuple[str, str, str, bool]]:
         values = ["; ".join(getattr(o, key)) or "none" if o is not None else "-" for o in (a, b)]
         if key in cells or values != ["none", "none"]:
             rows.append((key, values[0], values[1], key in cells))
+    flights = [o.in_flight.removeprefix("in flight: ") if o is not None else "-" for o in (a, b)]
+    if any(f not in ("", "-") for f in flights):
+        rows.append(("in flight", flights[0] or "-", flights[1] or "-", False))
     marks = _request_marks(d)
     ids = sorted({r.request_id for o in (a, b) if o is not None for r in o.requests})
     for rid in ids:
@@ -312,6 +315,7 @@ def _agreed(p: Paired) -> list[tuple[str, str]]:
             parts.extend([(f"{what} (A)", ta or "none"), (f"{what} (B)", tb or "none")])
 
     both("output", lambda o: o.output)
+    both("in flight", lambda o: o.in_flight.removeprefix("in flight: "))
     parts.extend((f"request {row.request_id}", _request_text(row)) for row in a.requests)
     both("scheduler calls", lambda o: "; ".join(o.call_texts))
     both("writes", lambda o: "; ".join(o.writes))
@@ -539,12 +543,14 @@ def _pair_table(p: Paired) -> str:
         ("calls", lambda o: "; ".join(o.call_texts) or "none", {"calls"}),
         ("writes", lambda o: "; ".join(o.writes) or "none", {"writes"}),
         ("errors", lambda o: "; ".join(o.errors) or "none", {"errors"}),
+        ("in flight", lambda o: o.in_flight.removeprefix("in flight: ") or "none", set()),
     ]
     for label, get, cells in wide:
         texts = [
             get(o) if o is not None else "no iteration (its drain had ended)" for _, o in sides
         ]
-        if label in ("writes", "errors") and texts == ["none", "none"] and not cells & diverging:
+        optional = label in ("writes", "errors", "in flight")
+        if optional and texts == ["none", "none"] and not cells & diverging:
             continue
         for (side, _), text in zip(sides, texts, strict=True):
             marked = bool(cells & diverging)

@@ -31,7 +31,6 @@ from peftlife.reports.case import Case
 from peftlife.reports.story import (
     _count,
     adapter_fields,
-    in_flight_line,
     length_label,
     output_line,
     request_fields,
@@ -42,7 +41,7 @@ from peftlife.search import gate
 from peftlife.search.trace import Entry, Outcome
 from peftlife.world.ledger import Args, Call, Facts, given
 from peftlife.world.request import LlmRequestState
-from peftlife.world.snapshot import Snapshot
+from peftlife.world.snapshot import Snapshot, in_flight_line
 
 __all__ = ["INDEX_NAME", "render_html", "render_index", "verdict_words", "write_html"]
 

@@ -16,7 +16,7 @@ from peftlife.reports.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.config import EngineConfig
 from peftlife.world.ledger import Call, Fault
-from peftlife.world.snapshot import Snapshot
+from peftlife.world.snapshot import Snapshot, in_flight_line
 
 # ---- the story both renderings tell ----
 
@@ -156,31 +156,6 @@ def _peft_call(c: Call) -> str:
     result = "" if c.result in (None, "ok", True) else f" → {c.result}"
     rid = "" if c.request_id is None else str(c.request_id)
     return f"{c.method}({rid}{arg}){result}"
-
-
-def _ids(ids: tuple[int, ...]) -> str:
-    return str(list(ids)) if ids else "none"
-
-
-def in_flight_line(s: Snapshot) -> str | None:
-    """Under the overlap executor, what was on the device in this iteration; None otherwise.
-
-    Batch N (launched by the previous iteration) is read back, batch N+1 is
-    launched (or held); ``retiring`` are the requests whose last token was on
-    the device when the pass began, ``end-of-sequence`` the members of batch N
-    its read-back ended early.
-    """
-    step = s.step
-    if step is None or not step.overlap:
-        return None
-    read_back = _ids(step.in_flight)
-    launched = "batch held, none launched" if step.held else f"{_ids(s.in_flight)} launched"
-    parts = [f"in flight: {read_back} read back", launched]
-    if step.retiring:
-        parts.append(f"retiring {list(step.retiring)}")
-    if step.eos:
-        parts.append(f"end-of-sequence {list(step.eos)}")
-    return "; ".join(parts)
 
 
 def output_line(s: Snapshot) -> str:

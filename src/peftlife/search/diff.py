@@ -54,7 +54,7 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.ledger import Call, given
 from peftlife.world.protocol import SchedulerFactory
-from peftlife.world.snapshot import Snapshot
+from peftlife.world.snapshot import Snapshot, in_flight_line
 
 IGNORABLE = ("calls", "order")
 Ignore = Literal["calls", "order"]
@@ -109,6 +109,9 @@ class Observation:
     errors: tuple[str, ...]
     requests: tuple[RequestRow, ...]
     fault_kind: str = ""
+    # Under the overlap executor, the batches read back and launched: shown, not
+    # compared (they follow from the lists and the calls, which are).
+    in_flight: str = ""
 
     def request(self, request_id: int) -> RequestRow:
         for row in self.requests:
@@ -239,6 +242,7 @@ def observe(s: Snapshot) -> Observation:
             )
         ),
         requests=tuple(rows[rid] for rid in sorted(rows)),
+        in_flight=in_flight_line(s) or "",
     )
 
 

@@ -205,3 +205,28 @@ class Snapshot:
     def world(self) -> Snapshot:
         """The state alone, without the clock or the step: equal worlds compare equal."""
         return attrs.evolve(self, iteration=0, ended=(), step=None)
+
+
+def _id_list(ids: tuple[int, ...]) -> str:
+    return str(list(ids)) if ids else "none"
+
+
+def in_flight_line(s: Snapshot) -> str | None:
+    """Under the overlap executor, what was on the device in this iteration; None otherwise.
+
+    Batch N (launched by the previous iteration) is read back, batch N+1 is
+    launched (or held); ``retiring`` are the requests whose last token was on
+    the device when the pass began, ``end-of-sequence`` the members of batch N
+    its read-back ended early.
+    """
+    step = s.step
+    if step is None or not step.overlap:
+        return None
+    read_back = _id_list(step.in_flight)
+    launched = "batch held, none launched" if step.held else f"{_id_list(s.in_flight)} launched"
+    parts = [f"in flight: {read_back} read back", launched]
+    if step.retiring:
+        parts.append(f"retiring {list(step.retiring)}")
+    if step.eos:
+        parts.append(f"end-of-sequence {list(step.eos)}")
+    return "; ".join(parts)
