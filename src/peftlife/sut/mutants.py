@@ -264,7 +264,9 @@ CATALOGUE: tuple[Mutant, ...] = (
         "recompute-pause candidates are taken from the batch on the device, "
         "so one that ends by end-of-sequence is freed twice",
         # The pass that frees the in-flight member breaks its pin before the
-        # read-back frees it again: 14 fires first, 15 in the same iteration.
+        # read-back frees it again: 14 fires first, 15 in the same iteration
+        # (docs/invariants.md, 15). Where 14 is not checked ("empty" mode) the
+        # reference cannot spare batch N either, so no scenario tells them apart.
         "in_flight_pin",
         ("single_teardown",),
         overlap=True,
