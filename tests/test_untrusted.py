@@ -57,11 +57,31 @@ def test_a_sigint_while_the_scheduler_runs_stops_the_run() -> None:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            untrusted.call(lambda: signal.raise_signal(signal.SIGINT), "a pass", deadline=None)
+            untrusted.call(
+                lambda: signal.raise_signal(signal.SIGINT), "a pass", deadline=None, arm=True
+            )
         # The handler was only wrapped: Ctrl-C outside the scheduler's code is as before.
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
             time.sleep(1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class CtrlCDuringAPass(ReferenceScheduler):
+    def schedule_request(self, active: list[Request], inflight: set[int]) -> Any:
+        signal.raise_signal(signal.SIGINT)
+        return super().schedule_request(active, inflight)
+
+
+def test_an_engine_started_after_the_handler_changed_lets_ctrl_c_through() -> None:
+    # An engine reads the handler once, when it starts: one set before it counts.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        engine = Engine(EngineConfig(), CtrlCDuringAPass)
+        engine.submit(prompt_len=4, max_new_tokens=1)
+        with pytest.raises(KeyboardInterrupt):
+            engine.step()
     finally:
         signal.signal(signal.SIGINT, previous)
 

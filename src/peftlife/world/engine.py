@@ -133,6 +133,7 @@ class Engine:
         # One periodic alarm for the engine's life, not one per call (spec 8b: a hang is a finding).
         if schedule_deadline is not None and WATCHDOG.arm(schedule_deadline):
             weakref.finalize(self, WATCHDOG.disarm)
+        untrusted.watch_sigints()
         environment = self.environment
         try:
             self.scheduler = untrusted.call(

@@ -53,15 +53,16 @@ def call(fn: Callable[[], T], what: str, *, deadline: float | None, arm: bool = 
     Raises ``Failed`` for anything ``fn`` raises and for a hang; only a
     ``KeyboardInterrupt`` caused by a SIGINT gets through. ``what`` names the
     code in the finding (``schedule_request raised ...``). An engine arms the
-    watchdog once for its life; a one-off caller passes ``arm=True`` to arm it
-    for this call alone.
+    watchdog and wraps the SIGINT handler (``watch_sigints``) once for its
+    life; a one-off caller passes ``arm=True`` to do both for this call alone.
 
     >>> call(lambda: 1 / 0, "dividing", deadline=None)
     Traceback (most recent call last):
     ...
     peftlife.world.untrusted.Failed: dividing raised ZeroDivisionError: division by zero
     """
-    _count_sigints()
+    if arm:
+        watch_sigints()
     sigints = _SIGINTS.count
     armed = arm and deadline is not None and WATCHDOG.arm(deadline)
     WATCHDOG.enter(deadline, what)
@@ -167,10 +168,14 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
         _SIGINTS.previous(signum, frame)
 
 
-def _count_sigints() -> None:
+def watch_sigints() -> None:
     """Wrap the SIGINT handler in place, unless it is wrapped already or no Python
     handler runs for a SIGINT (ignored, or the process's default of ending): then
-    no ``KeyboardInterrupt`` can come from a SIGINT at all."""
+    no ``KeyboardInterrupt`` can come from a SIGINT at all.
+
+    Reading the handler costs more than a scheduler pass of a small world, so an
+    engine does it once, when it starts, not at every call.
+    """
     if threading.current_thread() is not threading.main_thread():
         return  # signals reach only the main thread: here every interrupt is raised
     current = signal.getsignal(signal.SIGINT)
