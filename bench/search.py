@@ -7,8 +7,8 @@ Five measurements, each against a goal, printed as one table and written to
    run interleaved with it: one with the same rules and argument strategies
    and empty bodies (the mirror), one with as many rules and no arguments;
 2. the first failure of every catalogue mutant over several seeds, hunted as
-   the gate hunts it: examples and CPU seconds (median and worst) and the
-   scenario that caught it;
+   the gate hunts it: examples and CPU seconds (median and worst), the CPU
+   seconds and length of its shrink, and the scenario that caught it;
 3. shrunk length against the shortest failure the explorer finds in the same
    world (actions and executor iterations), with the shrink's CPU time;
 4. microseconds per executor iteration at 10 to 3,000 live requests, with the
@@ -254,6 +254,8 @@ def first_failure_section(seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> 
     worsts = []
     for mutant in mutants:
         seconds: list[float] = []
+        shrinking: list[float] = []
+        actions: list[int] = []
         examples: list[int] = []
         caught_in: dict[str, int] = {}
         for seed in range(seeds):
@@ -268,6 +270,10 @@ def first_failure_section(seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> 
             examples.append(result.examples_to_find if result.failure else -1)
             where = result.scenario if result.failure else "ESCAPED"
             caught_in[where] = caught_in.get(where, 0) + 1
+            if result.failure is not None:
+                start = time.process_time()
+                actions.append(len(minimized(result.failure).run.actions))
+                shrinking.append(time.process_time() - start)
         medians.append(statistics.median(seconds))
         worsts.append(max(seconds))
         rows.append(
@@ -277,13 +283,24 @@ def first_failure_section(seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> 
                 str(max(examples)),
                 f"{statistics.median(seconds):.2f}",
                 f"{max(seconds):.2f}",
+                f"{statistics.median(shrinking):.2f}" if shrinking else "-",
+                f"{statistics.median(actions):.0f}" if actions else "-",
                 ", ".join(f"{n} x{c}" for n, c in sorted(caught_in.items(), key=lambda x: -x[1])),
             )
         )
     return Section(
         f"2. first failure per mutant over {seeds} seeds (hunt through the scenarios the gate "
-        "hunts it in, ci profile, no shrinking, CPU s)",
-        ("mutant", "examples med", "worst", "seconds med", "worst", "caught in (seeds)"),
+        "hunts it in, ci profile, CPU s; then the shrink of that failure, timed apart)",
+        (
+            "mutant",
+            "examples med",
+            "worst",
+            "seconds med",
+            "worst",
+            "shrink s med",
+            "actions med",
+            "caught in (seeds)",
+        ),
         tuple(rows),
         (
             _verdict(

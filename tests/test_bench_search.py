@@ -16,7 +16,16 @@ from bench import search as bench
 
 HEADERS = {
     "1.": ("ratio", "median", "spread", "peftlife steps/s", "bare steps/s", "goal"),
-    "2.": ("mutant", "examples med", "worst", "seconds med", "worst", "caught in (seeds)"),
+    "2.": (
+        "mutant",
+        "examples med",
+        "worst",
+        "seconds med",
+        "worst",
+        "shrink s med",
+        "actions med",
+        "caught in (seeds)",
+    ),
     "3.": (
         "mutant",
         "scenario",
