@@ -40,9 +40,9 @@ explore: setup
 # BENCH_ARGS=--quick for a shorter run. `make test` runs bench/search.py at its
 # --smoke sizes (tests/test_bench_search.py), which checks the table's shape only.
 bench: setup
-	$(BIN)/python bench/search.py $(BENCH_ARGS)
-	$(BIN)/python bench/fuzz.py --out docs/benchmarks.md
-	$(BIN)/python bench/soak.py --out docs/benchmarks.md $(BENCH_ARGS)
+	$(BIN)/python -m bench.search $(BENCH_ARGS)
+	$(BIN)/python -m bench.fuzz --out docs/benchmarks.md
+	$(BIN)/python -m bench.soak --out docs/benchmarks.md $(BENCH_ARGS)
 	$(BIN)/python bench/findings.py
 
 lint: setup

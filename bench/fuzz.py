@@ -1,9 +1,9 @@
 """Fuzzing campaigns: how examples per second scale with workers, and how fast a finding travels.
 
-    python bench/fuzz.py [--seconds 20] [--out docs/benchmarks.md]
+    python -m bench.fuzz [--seconds 20] [--out docs/benchmarks.md]
 
-Prints a Markdown table and appends it to ``--out`` as its fuzzing section
-(``make bench`` runs it after ``bench/search.py`` has written the rest).
+Prints a Markdown table and puts it in ``--out`` as its fuzzing section, in
+place of an earlier one (``make bench`` runs it after ``bench.search``).
 Scaling runs ``peftlife fuzz`` against the reference (every example holds, so
 the whole duration is search) with 1 and then 2 workers and divides the
 totals. The hand-over starts a campaign against a mutant with a directory
@@ -21,7 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import write_section
+
 MUTANT = "mutant:no_release_on_suspend"
+# The section's heading; an earlier section under it is replaced.
+HEADING = "## Fuzzing campaigns"
 
 
 def _command(*args: str) -> list[str]:
@@ -78,7 +82,9 @@ def hand_over(directory: Path) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.fuzz", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="duration of each scaling run")
     parser.add_argument("--out", default=None, help="append the section to this Markdown file")
     args = parser.parse_args()
@@ -91,7 +97,7 @@ def main() -> None:
     verdict = "met" if two / one >= goal else f"SHORT by {goal - two / one:.2f}"
     section = "\n".join(
         [
-            f"## Fuzzing campaigns (bench/fuzz.py, {args.seconds:.0f} s per scaling run)",
+            f"{HEADING} (bench/fuzz.py, {args.seconds:.0f} s per scaling run)",
             "",
             "| fuzzing | figure | goal |",
             "|---|---:|---|",
@@ -104,8 +110,7 @@ def main() -> None:
     )
     print(section)
     if args.out:
-        with Path(args.out).open("a", encoding="utf-8") as out:
-            out.write("\n" + section + "\n")
+        write_section(Path(args.out), HEADING, section)
 
 
 if __name__ == "__main__":

@@ -20,15 +20,16 @@ Five measurements, each against a goal, printed as one table and written to
 CPU seconds (``time.process_time``) rather than wall time, so other work on a
 shared machine disturbs the figures less; they stay noisy all the same.
 
-    python bench/search.py --quick
-    python bench/search.py --only iteration     # one section; docs/benchmarks.md untouched
-    python bench/search.py --smoke              # the table's shape in seconds; no figure holds
+    python -m bench.search --quick
+    python -m bench.search --only iteration     # one section; docs/benchmarks.md untouched
+    python -m bench.search --smoke              # the table's shape in seconds; no figure holds
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import statistics
 import sys
 import tempfile
@@ -600,12 +601,20 @@ def _verdict(what: str, met: bool, value: float, goal: float, *, below: bool = F
     return f"SHORT: {what} {value:.2f} against >= {goal}: {goal - value:.2f} below"
 
 
+def _others(path: Path) -> str:
+    """The sections of ``path`` other scripts wrote (fuzzing, soak), after this one's
+    numbered sections: a new table leaves them as they were."""
+    old = path.read_text("utf-8") if path.exists() else ""
+    first = re.search(r"^## (?!\d+\.)", old, flags=re.MULTILINE)
+    return "\n" + old[first.start() :] if first else ""
+
+
 def _markdown(sections: Sequence[Section], note: str) -> str:
     lines = [
         "# Benchmarks",
         "",
         "Written by `make bench` (`bench/search.py`, then `bench/fuzz.py` and "
-        "`bench/soak.py`); not part of `make test`.",
+        "`bench/soak.py`, each of which replaces its own section); not part of `make test`.",
         "",
         note,
         "",
@@ -648,7 +657,7 @@ def measure(sizes: Sizes, only: Sequence[str] = ()) -> Iterator[Section]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python bench/search.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.search", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
     parser.add_argument(
         "--smoke",
@@ -688,7 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_markdown(sections, note) + "\n", "utf-8")
+    path.write_text(_markdown(sections, note) + "\n" + _others(path), "utf-8")
     print(f"written to {path}")
     return 0
 

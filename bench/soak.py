@@ -1,6 +1,6 @@
 """Soak: every catalogue mutant through ``peftlife check`` and ``peftlife fuzz``, under a watchdog.
 
-    python bench/soak.py [--quick] [--seeds 20] [--seed BASE] [--out docs/benchmarks.md]
+    python -m bench.soak [--quick] [--seeds 20] [--seed BASE] [--out docs/benchmarks.md]
 
 Each mutant of the catalogue is checked under each profile (dev, ci, nightly)
 with many seeds, as ``peftlife check --sut mutant:NAME --scenario all
@@ -47,6 +47,7 @@ import hypothesis
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from bench import write_section
 from peftlife.doors import cli
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt
@@ -463,24 +464,9 @@ def section(result: Soak, note: str) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str) -> None:
-    """Put the section in ``path``: in place of an earlier soak section, else at the end."""
-    old = path.read_text("utf-8") if path.exists() else ""
-    start = re.search(rf"^{re.escape(HEADING)}\b.*$", old, flags=re.MULTILINE)
-    if start is None:
-        new = old.rstrip("\n") + ("\n\n" if old.strip() else "") + text + "\n"
-    else:
-        following = re.search(r"^## ", old[start.end() :], flags=re.MULTILINE)
-        end = len(old) if following is None else start.end() + following.start()
-        rest = old[end:]
-        new = old[: start.start()] + text + "\n" + ("\n" + rest if rest else "")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new, "utf-8")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python bench/soak.py", description=__doc__.splitlines()[0]
+        prog="python -m bench.soak", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--quick", action="store_true", help=f"{QUICK_SEEDS} seeds, shorter campaigns"
@@ -552,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = section(result, note)
     print(text)
     if args.out:
-        write_section(Path(args.out), text)
+        write_section(Path(args.out), HEADING, text)
         print(f"written to {args.out}", file=sys.stderr)
     return 0 if result.ok else 1
 

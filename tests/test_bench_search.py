@@ -72,12 +72,16 @@ def test_the_smoke_run_writes_its_markdown_only_where_asked(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "bench.md"
+    # An earlier table, with the sections the fuzzing and soak scripts put after it.
+    others = "## Fuzzing campaigns (bench/fuzz.py)\n\nkept\n\n## Soak (bench/soak.py)\n\nkept\n"
+    out.write_text("# Benchmarks\n\n## 1. old\n\nreplaced\n\n" + others, "utf-8")
     assert bench.main(["--smoke", "--out", str(out)]) == 0
     assert not (tmp_path / "docs").exists()  # the full table in docs/ is never overwritten
     printed = capsys.readouterr().out
     assert [line[:2] for line in printed.splitlines() if line[:2] in HEADERS] == list(HEADERS)
     markdown = out.read_text("utf-8")
     assert "(--smoke)" in markdown
+    assert "replaced" not in markdown and markdown.endswith("\n\n" + others)
     tables = re.findall(r"^## (.*)\n\n((?:\|.*\n)+)", markdown, flags=re.MULTILINE)
     assert [title[:2] for title, _ in tables] == list(HEADERS)
     for (_, table), header in zip(tables, HEADERS.values(), strict=True):

@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from bench import soak
+from bench import soak, write_section
 
 from peftlife.search import profiles
 
@@ -70,13 +70,13 @@ def test_the_section_names_the_runs_that_held() -> None:
 def test_the_section_replaces_its_earlier_self(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\n## 1. speed\n\nfast\n", "utf-8")
-    soak.write_section(out, "## Soak (bench/soak.py)\n\nfirst")
-    soak.write_section(out, "## Soak (bench/soak.py)\n\nsecond")
+    write_section(out, soak.HEADING, "## Soak (bench/soak.py)\n\nfirst")
+    write_section(out, soak.HEADING, "## Soak (bench/soak.py)\n\nsecond")
     assert out.read_text("utf-8") == (
         "# Benchmarks\n\n## 1. speed\n\nfast\n\n## Soak (bench/soak.py)\n\nsecond\n"
     )
     out.write_text(out.read_text("utf-8") + "\n## Fuzzing campaigns\n\nlater\n", "utf-8")
-    soak.write_section(out, "## Soak (bench/soak.py)\n\nthird")
+    write_section(out, soak.HEADING, "## Soak (bench/soak.py)\n\nthird")
     assert out.read_text("utf-8").endswith(
         "## Soak (bench/soak.py)\n\nthird\n\n## Fuzzing campaigns\n\nlater\n"
     )
