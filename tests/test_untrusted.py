@@ -36,7 +36,7 @@ def _raises(err: BaseException) -> Any:
 )
 def test_any_raise_is_a_finding_with_the_schedulers_frames(err: BaseException) -> None:
     with pytest.raises(untrusted.Failed) as failed:
-        untrusted.call(_raises(err), "schedule_request", deadline=None)
+        untrusted.call(_raises(err), "schedule_request", deadline=None, arm=True)
     error = failed.value.error
     assert failed.value.cause is err
     assert (error.kind, error.exception) == ("scheduler_raised", type(err).__name__)

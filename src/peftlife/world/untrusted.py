@@ -71,7 +71,7 @@ def call(fn: Callable[[], T], what: str, *, deadline: float | None, arm: bool = 
     except BaseException as err:  # the scheduler is untrusted, SystemExit included
         # Stop watching first: the alarm must not fire while the finding is built.
         WATCHDOG.leave()
-        if isinstance(err, KeyboardInterrupt) and _SIGINTS.count != sigints:
+        if isinstance(err, KeyboardInterrupt) and _from_sigint(sigints):
             raise  # Ctrl-C: it stops the run
         raise Failed(_finding(what, err, fn), err) from None
     finally:
@@ -166,6 +166,22 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     _SIGINTS.count += 1
     if _SIGINTS.previous is not None:
         _SIGINTS.previous(signum, frame)
+
+
+def _from_sigint(count_before: int) -> bool:
+    """Whether a ``KeyboardInterrupt`` met in the scheduler's code came from a SIGINT.
+
+    A SIGINT counted since the call began says yes; the wrapper in place and
+    nothing counted says no, as does a handler that raises nothing (ignored, or
+    the process's default). A handler set since the engine wrapped the one before
+    leaves it unknown: then it is taken as Ctrl-C, which must stop the run.
+    """
+    if _SIGINTS.count != count_before:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False  # signals reach only the main thread
+    current = signal.getsignal(signal.SIGINT)
+    return callable(current) and current is not _on_sigint
 
 
 def watch_sigints() -> None:
