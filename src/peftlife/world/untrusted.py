@@ -189,8 +189,8 @@ def watch_sigints() -> None:
     handler runs for a SIGINT (ignored, or the process's default of ending): then
     no ``KeyboardInterrupt`` can come from a SIGINT at all.
 
-    Reading the handler costs more than a scheduler pass of a small world, so an
-    engine does it once, when it starts, not at every call.
+    Reading the handler costs nearly half of a small world's scheduler pass, so
+    an engine does it once, when it starts, not at every call.
     """
     if threading.current_thread() is not threading.main_thread():
         return  # signals reach only the main thread: here every interrupt is raised
