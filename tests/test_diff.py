@@ -25,7 +25,7 @@ import pytest
 from peftlife import ReferenceScheduler, reports
 from peftlife.doors import cli
 from peftlife.reports import diff as diff_reports
-from peftlife.search import diff, profiles
+from peftlife.search import diff, machine, profiles
 from peftlife.search.trace import Action
 from peftlife.sut.mutants import CATALOGUE
 from peftlife.world.config import EngineConfig
@@ -396,3 +396,26 @@ def test_an_overlap_divergence_shows_each_iterations_batches_in_every_format() -
     simple_world = attrs.evolve(OVERLAP_DIVERGES, executor="simple")
     simple = attrs.evolve(dcase, case=attrs.evolve(dcase.case, config=simple_world))
     assert "in flight" not in diff_reports.terminal_text(simple, diff_reports.replay(simple))
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_an_example_hypothesis_aborted_is_not_drained(
+    paired: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Built and torn down by hand, outside a test run, where Hypothesis records no events.
+    monkeypatch.setattr(machine, "event", lambda *args: None)
+    base = machine.machine_class("reference", "default")
+    mixin = diff.paired_with(ReferenceScheduler)
+    bases = (mixin, base) if paired else (base,)
+    fresh = {"stats": machine.SearchStats(), "progress": None, "schedule_deadline": None}
+    example = type("Example", bases, fresh)()
+    example.build_world(
+        config=EngineConfig(), adapter=0, weights=False, prompt_len=2, max_new_tokens=1
+    )
+    try:
+        raise hypothesis.errors.StopTest(0)  # Hypothesis out of choices mid-example
+    except hypothesis.errors.StopTest:
+        example.teardown()
+    assert example.engine.iteration == 0
+    example.teardown()  # an example that ran its course drains
+    assert example.engine.iteration == 1

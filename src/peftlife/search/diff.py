@@ -35,6 +35,7 @@ diverges" as its predicate.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, ClassVar, Literal
@@ -467,7 +468,9 @@ class PairedMachine(LifecycleMachine):
             raise self._diverged(pair)
 
     def teardown(self) -> None:
-        if self.engine is None or self.failed:
+        # As the lifecycle machine's: no drain after a divergence, nor of an example
+        # Hypothesis aborted (its trace is no lifecycle; what the drain met is dropped).
+        if self.engine is None or self.failed or sys.exc_info()[1] is not None:
             return
         pair = self._paired()
         if pair.drain():
