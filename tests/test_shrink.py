@@ -122,3 +122,17 @@ def test_a_hang_is_shrunk_with_a_bounded_number_of_hung_replays() -> None:
     assert len(smaller) < len(actions)
     outcome = checked_replay(config, smaller, _HangsWithThree, schedule_deadline=0.05)
     assert outcome.hung and outcome.violations[0].invariant == "scheduler_protocol"
+
+
+def test_a_tighter_world_cuts_the_pool_by_the_whole_requests_pages() -> None:
+    # 9 prompt tokens and 1 output in blocks of 2: 5 pages, the whole device.
+    config = EngineConfig(device_pages=5, tokens_per_block=2, adapter_pages=((1, 1),))
+    big = Action("submit", None, 1, False, 9, 1)
+    worlds = [
+        (c.device_pages, a[0].prompt_len) for c, a in shrink._tighter_worlds(config, (big,))
+    ]
+    # 1, 2 and 4 pages, each with its shortest and longest prompt.
+    assert worlds == [(1, 1), (2, 2), (2, 3), (4, 6), (4, 7)]
+    assert all(
+        can_drain(c, [(1, a[0].prompt_len, 1)]) for c, a in shrink._tighter_worlds(config, (big,))
+    )

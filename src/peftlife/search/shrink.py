@@ -526,18 +526,32 @@ _INT_FIELDS = (
 def _tighter_worlds(
     config: EngineConfig, actions: tuple[Action, ...]
 ) -> Iterator[tuple[EngineConfig, tuple[Action, ...]]]:
-    """Each submit's prompt cut down, with the device pool cut by the pages it frees."""
+    """Each submit's request cut to fewer pages, its prompt shorter, with the device
+    pool cut by the pages it no longer needs.
+
+    The pages are the whole request's, prompt and output: a world must hold each
+    request whole to drain, so a pool cut by the prompt's pages alone is often one
+    no verdict can come from. For each smaller page count both the shortest and
+    the longest prompt that needs it are tried: which keeps the pressure depends
+    on how the prompt's chunks fall.
+    """
     block = config.tokens_per_block
     for index in _submit_indices(actions):
-        prompt = actions[index].prompt_len
-        for shorter in _towards(prompt, 1):
-            freed = -(-prompt // block) - -(-shorter // block)
-            if 0 < freed < config.device_pages:
-                smaller = attrs.evolve(actions[index], prompt_len=shorter)
-                yield (
-                    attrs.evolve(config, device_pages=config.device_pages - freed),
-                    _with_submit(actions, index, smaller),
-                )
+        action = actions[index]
+        outputs = action.max_new_tokens
+        pages = -(-(action.prompt_len + outputs) // block)
+        for fewer in _towards(pages, 1):
+            freed = pages - fewer
+            if freed >= config.device_pages:
+                continue
+            shortest = max(1, (fewer - 1) * block + 1 - outputs)
+            longest = min(fewer * block - outputs, action.prompt_len - 1)
+            for prompt in dict.fromkeys((shortest, longest)):
+                if 1 <= shortest <= prompt <= longest:
+                    yield (
+                        attrs.evolve(config, device_pages=config.device_pages - freed),
+                        _with_submit(actions, index, attrs.evolve(action, prompt_len=prompt)),
+                    )
 
 
 def _simpler_configs(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
