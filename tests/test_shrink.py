@@ -128,11 +128,12 @@ def test_a_tighter_world_cuts_the_pool_by_the_whole_requests_pages() -> None:
     # 9 prompt tokens and 1 output in blocks of 2: 5 pages, the whole device.
     config = EngineConfig(device_pages=5, tokens_per_block=2, adapter_pages=((1, 1),))
     big = Action("submit", None, 1, False, 9, 1)
-    worlds = [
-        (c.device_pages, a[0].prompt_len) for c, a in shrink._tighter_worlds(config, (big,))
-    ]
-    # 1, 2 and 4 pages, each with its shortest and longest prompt.
-    assert worlds == [(1, 1), (2, 2), (2, 3), (4, 6), (4, 7)]
-    assert all(
+    worlds = [(c.device_pages, a[0].prompt_len) for c, a in shrink._tighter_worlds(config, (big,))]
+    # Smallest world first: the whole request's 1, 2 and 4 pages, each with its
+    # shortest and longest prompt; and prompts 1, 4 and 8 by their own pages.
+    assert worlds == [(1, 1), (2, 2), (2, 3), (2, 4), (4, 6), (4, 7), (4, 8)]
+    # The request still fits whole in each, but for the prompt of 4 (3 pages) and of 8 (5).
+    fits = [
         can_drain(c, [(1, a[0].prompt_len, 1)]) for c, a in shrink._tighter_worlds(config, (big,))
-    )
+    ]
+    assert fits == [True, True, True, False, True, True, False]

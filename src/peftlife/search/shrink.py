@@ -526,32 +526,35 @@ _INT_FIELDS = (
 def _tighter_worlds(
     config: EngineConfig, actions: tuple[Action, ...]
 ) -> Iterator[tuple[EngineConfig, tuple[Action, ...]]]:
-    """Each submit's request cut to fewer pages, its prompt shorter, with the device
-    pool cut by the pages it no longer needs.
+    """Each submit's prompt cut down, with the device pool cut by the pages that frees,
+    smallest world first.
 
-    The pages are the whole request's, prompt and output: a world must hold each
-    request whole to drain, so a pool cut by the prompt's pages alone is often one
-    no verdict can come from. For each smaller page count both the shortest and
-    the longest prompt that needs it are tried: which keeps the pressure depends
-    on how the prompt's chunks fall.
+    Two ways to count what is freed, since which keeps the pressure depends on how
+    the prompt's chunks fall: the prompt's own pages, for shorter prompts spread
+    over the range; and the whole request's (prompt and output, what a world must
+    hold for the request to drain), for the shortest and the longest prompt of
+    each smaller page count.
     """
     block = config.tokens_per_block
+
+    def pages(tokens: int) -> int:
+        return -(-tokens // block)
+
     for index in _submit_indices(actions):
         action = actions[index]
-        outputs = action.max_new_tokens
-        pages = -(-(action.prompt_len + outputs) // block)
-        for fewer in _towards(pages, 1):
-            freed = pages - fewer
-            if freed >= config.device_pages:
-                continue
+        prompt, outputs = action.prompt_len, action.max_new_tokens
+        cuts = {(shorter, pages(prompt) - pages(shorter)) for shorter in _towards(prompt, 1)}
+        whole = pages(prompt + outputs)
+        for fewer in _towards(whole, 1):
             shortest = max(1, (fewer - 1) * block + 1 - outputs)
-            longest = min(fewer * block - outputs, action.prompt_len - 1)
-            for prompt in dict.fromkeys((shortest, longest)):
-                if 1 <= shortest <= prompt <= longest:
-                    yield (
-                        attrs.evolve(config, device_pages=config.device_pages - freed),
-                        _with_submit(actions, index, attrs.evolve(action, prompt_len=prompt)),
-                    )
+            longest = min(fewer * block - outputs, prompt - 1)
+            cuts |= {(p, whole - fewer) for p in (shortest, longest) if shortest <= p <= longest}
+        for shorter, freed in sorted(cuts, key=lambda cut: (-cut[1], cut[0])):
+            if 0 < freed < config.device_pages:
+                yield (
+                    attrs.evolve(config, device_pages=config.device_pages - freed),
+                    _with_submit(actions, index, attrs.evolve(action, prompt_len=shorter)),
+                )
 
 
 def _simpler_configs(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
