@@ -124,7 +124,7 @@ def test_a_hang_is_shrunk_with_a_bounded_number_of_hung_replays() -> None:
     assert outcome.hung and outcome.violations[0].invariant == "scheduler_protocol"
 
 
-def test_a_tighter_world_cuts_the_pool_by_the_whole_requests_pages() -> None:
+def test_tighter_worlds_cut_the_pool_by_the_prompts_pages_and_the_whole_requests() -> None:
     # 9 prompt tokens and 1 output in blocks of 2: 5 pages, the whole device.
     config = EngineConfig(device_pages=5, tokens_per_block=2, adapter_pages=((1, 1),))
     big = Action("submit", None, 1, False, 9, 1)
