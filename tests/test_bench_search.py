@@ -23,6 +23,7 @@ HEADERS = {
         "seconds med",
         "worst",
         "shrink s med",
+        "both med",
         "actions med",
         "caught in (seeds)",
     ),
