@@ -86,7 +86,11 @@ def main() -> None:
         prog="python -m bench.fuzz", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="duration of each scaling run")
-    parser.add_argument("--out", default=None, help="append the section to this Markdown file")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="put the section in this Markdown file, in place of an earlier one",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)

@@ -8,7 +8,8 @@ Five measurements, each against a goal, printed as one table and written to
    and empty bodies (the mirror), one with as many rules and no arguments;
 2. the first failure of every catalogue mutant over several seeds, hunted as
    the gate hunts it: examples and CPU seconds (median and worst), the CPU
-   seconds and length of its shrink, and the scenario that caught it;
+   seconds and length of its shrink, both together, and the scenario that
+   caught it;
 3. shrunk length against the shortest failure the explorer finds in the same
    world (actions and executor iterations), with the shrink's CPU time;
 4. microseconds per executor iteration at 10 to 3,000 live requests, with the
