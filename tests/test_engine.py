@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import pytest
+from tests.bad_schedulers import OutputRaises
 
 from peftlife.checker.invariants import check
 from peftlife.search.trace import Action, checked_replay
@@ -454,24 +455,6 @@ class _RaisesKeyboardInterrupt(_Wrapping):
         raise KeyboardInterrupt("from the scheduler's own code")
 
 
-class _OutputPropertyRaises(_Wrapping):
-    def spoil(self, out: SchedulerOutput, active: list[Request]) -> Any:
-        return _ListsThatRaise(out)
-
-
-class _ListsThatRaise:
-    """An output whose last list is a property that raises when read."""
-
-    def __init__(self, out: SchedulerOutput) -> None:
-        self.context_requests = out.context_requests
-        self.generation_requests = out.generation_requests
-        self.paused_requests = out.paused_requests
-
-    @property
-    def recompute_paused_requests(self) -> list[Request]:
-        raise RuntimeError("cannot list")
-
-
 def _factory_raises(env: Environment) -> Any:
     raise ValueError("cannot build")
 
@@ -495,11 +478,11 @@ def _factory_raises(env: Environment) -> Any:
             "schedule_request raised KeyboardInterrupt: from the scheduler's own code",
         ),
         (
-            _OutputPropertyRaises,
+            OutputRaises,
             "scheduler_raised",
             {"scheduler_protocol"},
             "reading schedule_request's output raised RuntimeError: cannot list (at "
-            "test_engine.py:",
+            "tests/bad_schedulers.py:",
         ),
     ],
     ids=[
