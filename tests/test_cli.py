@@ -236,6 +236,11 @@ COMMANDS = ("check", "mutants", "replay", "scenarios")
         pytest.param(["frob"], ["'frob'", *COMMANDS], id="unknown-subcommand"),
         pytest.param(["replay"], ["report", "--help"], id="replay-without-a-file"),
         pytest.param(["mutants", "--jobs", "many"], ["--jobs", "--help"], id="jobs"),
+        pytest.param(["mutants", "--jobs", "0"], ["--jobs", "at least 1"], id="no-jobs"),
+        pytest.param(["fuzz", "--workers", "0"], ["--workers", "at least 1"], id="no-workers"),
+        pytest.param(
+            ["explore", "--max-states", "0"], ["--max-states", "at least 1"], id="no-states"
+        ),
         pytest.param(
             ["check", "--shrink-timeout", "-1"], ["--shrink-timeout", "0 for no cap"], id="cap"
         ),

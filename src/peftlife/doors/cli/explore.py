@@ -23,6 +23,7 @@ from peftlife.doors.cli.common import (
     BadInput,
     NewCommand,
     common_options,
+    positive,
     validate,
 )
 from peftlife.doors.cli.tell import tell_case, written
@@ -40,11 +41,11 @@ def add_parser(command: NewCommand) -> None:
         help="whose actions, and whose smallest world unless --world (default: default)",
     )
     ex.add_argument("--world", default=None, help="explore the world of this report's .json")
-    ex.add_argument("--depth", type=int, default=5, help="longest action sequence to try")
+    ex.add_argument("--depth", type=positive, default=5, help="longest action sequence to try")
     ex.add_argument("--prompt-lens", default=None, help="prompt lengths to submit, e.g. 1,4")
     ex.add_argument("--max-new-tokens", default=None, help="output lengths to submit, e.g. 1,2")
     ex.add_argument(
-        "--max-states", type=int, default=MAX_STATES, help="stop after this many states"
+        "--max-states", type=positive, default=MAX_STATES, help="stop after this many states"
     )
     ci_outputs.add_options(ex, junit="one test case, failed by a counterexample")
     common_options(ex, "explore", report_dir={"help": "where the reports and summary.json go"})
@@ -52,8 +53,6 @@ def add_parser(command: NewCommand) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    if args.depth < 1:
-        raise BadInput("--depth must be at least 1")
     config = None
     scenario = args.scenario
     if args.world is not None:

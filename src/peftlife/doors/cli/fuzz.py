@@ -25,6 +25,7 @@ from peftlife.doors.cli.common import (
     BadInput,
     NewCommand,
     common_options,
+    positive,
     shrink_timeout_option,
     validate,
     writable,
@@ -40,7 +41,10 @@ def add_parser(command: NewCommand) -> None:
         "--scenario", default="all", help="'all' (default), a shipped scenario or a .toml path"
     )
     fuzz.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="worker processes on this machine"
+        "--workers",
+        type=positive,
+        default=os.cpu_count() or 1,
+        help="worker processes on this machine",
     )
     fuzz.add_argument(
         "--duration",
@@ -48,7 +52,7 @@ def add_parser(command: NewCommand) -> None:
         default=None,
         help="seconds to run (default 60 without --max-examples)",
     )
-    fuzz.add_argument("--max-examples", type=int, default=None, help="examples in all")
+    fuzz.add_argument("--max-examples", type=positive, default=None, help="examples in all")
     fuzz.add_argument(
         "--max-restarts",
         type=int,
@@ -75,14 +79,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     names = scenarios.shipped_names() if args.scenario == ALL_SCENARIOS else [args.scenario]
     for name in names:
         validate(args.sut, name)
-    if args.workers < 1:
-        raise BadInput(f"--workers must be at least 1, not {args.workers}")
     if args.duration is not None and args.duration <= 0:
         raise BadInput(f"--duration must be a positive number of seconds, not {args.duration}")
     if args.max_restarts < 0:
         raise BadInput(f"--max-restarts must be 0 or more, not {args.max_restarts}")
-    if args.max_examples is not None and args.max_examples < 1:
-        raise BadInput(f"--max-examples must be at least 1, not {args.max_examples}")
     report_dir = Path(args.report_dir)
     writable(args.report_dir, "--report-dir")
     if args.database is not None:

@@ -24,6 +24,7 @@ from peftlife.doors.cli.common import (
     EXIT_HELD,
     NewCommand,
     common_options,
+    positive,
     shrink_timeout_option,
     writable,
 )
@@ -37,7 +38,9 @@ def add_parser(command: NewCommand) -> None:
     mutants = command("mutants", "the reference and every mutant of the catalogue")
     mutants.add_argument("--list", action="store_true", help="list the catalogue and stop")
     mutants.add_argument("--json", default=None, help="also write the table as JSON to this file")
-    mutants.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    mutants.add_argument(
+        "--jobs", type=positive, default=os.cpu_count() or 1, help="worker processes"
+    )
     mutants.add_argument("--no-shrink", action="store_true", help="skip shrinking (no step counts)")
     shrink_timeout_option(mutants)
     ci_outputs.add_options(mutants)
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     show = not args.quiet
     with progress(console, "mutant gate", len(runs), show=show, unit="runs") as tick:
         table = gate.run_gate(
-            runs, jobs=max(1, args.jobs), done=lambda finished: tick(finished, 0), news=tick.phase
+            runs, jobs=args.jobs, done=lambda finished: tick(finished, 0), news=tick.phase
         )
     console.print(gate_table([row.cells() for row in table.rows]))
     console.print(table.verdict)
