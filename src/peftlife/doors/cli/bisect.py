@@ -9,7 +9,6 @@ commits leave more than one candidate; 2 bad input.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
@@ -29,7 +28,9 @@ from peftlife.doors.cli.common import (
     shrink_timeout_option,
     writable,
 )
-from peftlife.search import bisect, profiles, scenarios
+from peftlife.doors.cli.common import settings as common_settings
+from peftlife.doors.cli.tell import tell_case
+from peftlife.search import bisect, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt, search
 from peftlife.search.trace import checked_replay
@@ -72,10 +73,10 @@ def add_parser(command: NewCommand) -> None:
         quiet={"help": "only the verdict and the report"},
         profile={
             "default": "ci",
-            "help": "settings profile of each commit's search, derandomized unless --seed "
-            "(default: ci)",
+            "help": "settings profile of each commit's search, with one seed for every "
+            "commit (default: ci)",
         },
-        seed={"help": "a fixed seed for each commit's search (default: derandomized)"},
+        seed={"help": "the seed of every commit's search (default: 0)"},
     )
     p.set_defaults(run=run)
 
@@ -92,10 +93,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
             scenarios.load("default" if args.scenario == ALL_SCENARIOS else args.scenario)
         except scenarios.ScenarioError as err:
             raise BadInput(str(err)) from err
-    try:
-        profile = profiles.get(args.profile)
-    except profiles.ProfileError as err:
-        raise BadInput(str(err)) from err
     writable(args.report_dir, "--report-dir")
     try:
         repo = bisect.Repo.open(Path(args.repo).expanduser())
@@ -104,13 +101,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except bisect.BisectError as err:
         raise BadInput(str(err)) from err
     settings = hypothesis.settings(
-        profiles.for_search(profile, max_examples=args.max_examples), derandomize=True
+        common_settings(args.profile, args.max_examples), derandomize=True
     )
     paths = tuple(args.paths or (bisect.SCHEDULER_FILES,))
-    # Every commit searched alike: Hypothesis derives a derandomized run's seed from
-    # the machine's name, which holds the commit's temporary folder, so without a
-    # seed of its own each probe (and each run of bisect) would search differently.
-    seed = 0 if args.seed is None else args.seed
+    seed = _seed(args)
 
     def test(spec: str) -> bisect.Failure | None:
         if case is not None:
@@ -184,20 +178,10 @@ def _bisect_verdict(
     else:
         assert failure.found is not None
         smaller = minimized(failure.found, timeout=args.shrink_timeout)
-        found = reports.Case.from_failure(smaller, seed=args.seed, profile=args.profile)
+        # The seed every probe was searched with, so the report replays the search.
+        found = reports.Case.from_failure(smaller, seed=_seed(args), profile=args.profile)
         found = attrs.evolve(found, sut=spec)
-    outcome = reports.replay(found)
-    if not args.quiet:
-        reports.render_terminal(found, outcome, console)
-        console.print()
-    try:
-        paths = reports.write(found, outcome, report_dir)
-    except OSError as err:
-        print(
-            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror})",
-            file=sys.stderr,
-        )
-        paths = {}
+    _, paths = tell_case(found, args, console)
     held = prober.replays_clean(last_good.commit, found)
     verdict = (
         "the case replays and every invariant holds"
@@ -231,3 +215,10 @@ def _keep(prober: bisect.Prober, commit: bisect.Commit, report_dir: Path) -> Pat
         return prober.keep(commit, report_dir / f"bisect-{commit.short}")
     except OSError:
         return None
+
+
+def _seed(args: argparse.Namespace) -> int:
+    """The seed of every commit's search. Hypothesis derives a derandomized run's seed
+    from the machine's name, which holds the commit's temporary folder, so without a
+    seed of its own each probe (and each run of bisect) would search differently."""
+    return 0 if args.seed is None else args.seed
