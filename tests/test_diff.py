@@ -408,14 +408,28 @@ def test_an_example_hypothesis_aborted_is_not_drained(
     mixin = diff.paired_with(ReferenceScheduler)
     bases = (mixin, base) if paired else (base,)
     fresh = {"stats": machine.SearchStats(), "progress": None, "schedule_deadline": None}
-    example = type("Example", bases, fresh)()
-    example.build_world(
-        config=EngineConfig(), adapter=0, weights=False, prompt_len=2, max_new_tokens=1
-    )
+    kind = type("Example", bases, fresh)
+
+    def example() -> Any:
+        made = kind()
+        made.build_world(
+            config=EngineConfig(), adapter=0, weights=False, prompt_len=2, max_new_tokens=1
+        )
+        return made
+
+    aborted = example()
     try:
         raise hypothesis.errors.StopTest(0)  # Hypothesis out of choices mid-example
     except hypothesis.errors.StopTest:
-        example.teardown()
-    assert example.engine.iteration == 0
-    example.teardown()  # an example that ran its course drains
-    assert example.engine.iteration == 1
+        aborted.teardown()
+    assert aborted.engine.iteration == 0
+    ran = example()
+    ran.teardown()  # an example that ran its course drains
+    assert ran.engine.iteration == 1
+    # So does one searched inside a caller's own exception handler.
+    handled = example()
+    try:
+        raise RuntimeError("the caller's, not Hypothesis's")
+    except RuntimeError:
+        handled.teardown()
+    assert handled.engine.iteration == 1

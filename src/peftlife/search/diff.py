@@ -35,7 +35,6 @@ diverges" as its predicate.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, ClassVar, Literal
@@ -468,9 +467,8 @@ class PairedMachine(LifecycleMachine):
             raise self._diverged(pair)
 
     def teardown(self) -> None:
-        # As the lifecycle machine's: no drain after a divergence, nor of an example
-        # Hypothesis aborted (its trace is no lifecycle; what the drain met is dropped).
-        if self.engine is None or self.failed or sys.exc_info()[1] is not None:
+        # As the lifecycle machine's: no drain after a divergence, nor of an aborted example.
+        if self.engine is None or self.failed or self._aborted():
             return
         pair = self._paired()
         if pair.drain():
@@ -484,14 +482,8 @@ class PairedMachine(LifecycleMachine):
                 self.broken.setdefault(side, set()).add(found[0].invariant)
 
     def _diverged(self, pair: Pair) -> Diverged:
-        assert self.config is not None
-        self.failed = True
-        stats = type(self).stats
-        stats.examples_to_first_failure = stats.examples_to_first_failure or stats.examples
-        run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
         self._note_broken(pair)
-        self._verdict(Diverged.INVARIANT)
-        return Diverged(run, pair.iterations[-1])
+        return self._found(Diverged(self._run(), pair.iterations[-1]))
 
 
 def paired_with(other: SchedulerFactory, ignore: Collection[str] = ()) -> type[PairedMachine]:

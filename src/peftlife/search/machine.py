@@ -15,11 +15,12 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 from hypothesis import event
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest, UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from peftlife import sut
@@ -33,6 +34,9 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
+
+# A finding of one example: a violation, or (for diff) a divergence.
+F = TypeVar("F", bound=LifecycleFailure)
 
 # The paths a useful search must reach; the coverage test asserts each occurs.
 COVERAGE_LABELS = (
@@ -182,16 +186,32 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.hung = False
 
     def _failure(self, violations: list[Violation]) -> LifecycleFailure:
+        failure = LifecycleFailure(violations, self._run())
+        failure.hung = self.hung
+        return self._found(failure)
+
+    def _run(self) -> Run:
+        """This example's world and actions so far."""
         assert self.config is not None
+        return Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
+
+    def _found(self, failure: F) -> F:
+        """Count a finding of this example: it ends the example, and the first of a
+        search is kept even if Hypothesis drops or replaces its example."""
         self.failed = True
         stats = type(self).stats
         stats.examples_to_first_failure = stats.examples_to_first_failure or stats.examples
-        run = Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
-        self._verdict(violations[0].invariant)
-        failure = LifecycleFailure(violations, run)
-        failure.hung = self.hung
         stats.first_failure = stats.first_failure or failure
+        self._verdict(failure.invariant)
         return failure
+
+    @staticmethod
+    def _aborted() -> bool:
+        """Whether Hypothesis is tearing down an example it aborted (out of choices,
+        or a rejected draw): that trace is not a lifecycle, and a violation its drain
+        found would be dropped unreported. Only Hypothesis's own aborts count: a
+        search started inside some caller's exception handler still drains."""
+        return isinstance(sys.exc_info()[1], StopTest | UnsatisfiedAssumption)
 
     def _verdict(self, verdict: str) -> None:
         """The example's own features for observability records (see ``observe``)."""
@@ -241,10 +261,8 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would
-        # replace the first finding with a later one. It also tears down an example
-        # it has aborted (out of choices, or a rejected draw): that trace is not a
-        # lifecycle, and a violation its drain found would be dropped unreported.
-        if self.engine is None or self.failed or sys.exc_info()[1] is not None:
+        # replace the first finding with a later one.
+        if self.engine is None or self.failed or self._aborted():
             return
         # Every example ends with the drain; a replay runs it again after the actions.
         result = drain.drain(self.engine, checker=self._observe)
