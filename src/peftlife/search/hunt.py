@@ -177,7 +177,6 @@ def hunt(
     *,
     scenario_names: Sequence[str] | None = None,
     seed: int | None = None,
-    shrink: bool = False,
     progress: Callable[[int, int], None] | None = None,
     mixin: type | None = None,
 ) -> SearchResult:
@@ -233,7 +232,7 @@ def hunt(
             saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
             for name in names:
                 if run(name, saved_only, None).failure is not None:
-                    return _shrunk(done, shrink)
+                    return done
         for turn in itertools.count():
             open_names = [n for n in names if spent[n] < settings.max_examples]
             if not open_names:
@@ -243,16 +242,10 @@ def hunt(
                 part = hypothesis.settings(settings, max_examples=budget)
                 result = run(name, part, _slice_seed(base, name, turn))
                 if result.failure is not None:
-                    return _shrunk(done, shrink)
+                    return done
                 # A slice that ran nothing (every draw rejected) must still end the turns.
                 spent[name] += result.examples == 0 and budget
     return attrs.evolve(done, scenario=",".join(names), seconds=time.perf_counter() - start)
-
-
-def _shrunk(result: SearchResult, shrink: bool) -> SearchResult:
-    if not shrink or result.failure is None:
-        return result
-    return attrs.evolve(result, failure=minimized(result.failure))
 
 
 def _slice_seed(base: int, scenario: str, turn: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from peftlife.sut.reference import ReferenceScheduler, _Budget, _Pass
+from peftlife.sut.reference import ReferenceScheduler, _Budget
 from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import Request
 
@@ -60,8 +60,8 @@ class DraftNotSuspended(ReferenceScheduler):
 
 
 class BudgetIgnoresUnscheduledOwners(ReferenceScheduler):
-    def pre_claim_peft(self, p: _Pass) -> None:
-        pass  # an owner skipped this pass still pins its adapter on device
+    def owner_pins(self, req: Request) -> bool:
+        return False  # an owner skipped this pass still pins its adapter on device
 
 
 class RecomputePauseReregisters(ReferenceScheduler):
