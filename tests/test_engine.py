@@ -818,7 +818,7 @@ def test_recompute_teardown_option(teardown: str) -> None:
     terminations = [
         c
         for c in snap.step.calls
-        if c.method == "mark_request_done" and c.caller == "free_resources"
+        if c.method == "mark_request_done" and c.caller == "recompute_teardown"
     ]
     found = {v.invariant for v in check(snap)}
     if teardown == "spec":

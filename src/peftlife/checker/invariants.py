@@ -534,7 +534,9 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
     adapters: set[int] = set()
     for call in step.calls:
         if call.caller == "free_resources" and call.component != "peft":
-            continue  # the executor's own frees come after the read-back
+            # The executor frees what ended after the read-back; its recompute
+            # teardown comes before it, and does count.
+            continue
         if call.request_id in members and call.args.task_id is not None:
             adapters.add(call.args.task_id)
         if (
@@ -567,7 +569,13 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
 # The invariants only the overlap executor can break (docs/protocol.md).
 OVERLAP_ONLY = ("retiring_keeps_its_place", "in_flight_pin", "single_teardown", "dead_stay_dead")
 
-_TEARDOWN_BY = {"scheduler": "the scheduler", "free_resources": "the executor's teardown"}
+_TEARDOWN_BY: dict[str, str] = {
+    "harness": "the harness",
+    "prepare_resources": "the executor's prepare_resources",
+    "scheduler": "the scheduler",
+    "recompute_teardown": "the executor's recompute teardown",
+    "free_resources": "the executor's teardown",
+}
 
 
 @invariant
@@ -577,9 +585,6 @@ def single_teardown(s: Snapshot) -> Iterator[Violation]:
     if step is None or not step.overlap:
         return
     reached: dict[int, list[str]] = {}
-    # Under recompute_teardown = "upstream" the executor's step-2 teardown finishes
-    # the scheduler's recompute pause: the two frees are one teardown, not two.
-    completes_pause = set(step.recompute_torn_down)
     for call in step.calls:
         rid = call.request_id
         if rid is None:
@@ -587,18 +592,19 @@ def single_teardown(s: Snapshot) -> Iterator[Violation]:
         if call.method == "add_request_peft" and call.result == "ok":
             reached.pop(rid, None)
         elif call.method == "free_resources" and call.component == "target":
-            if call.caller == "free_resources" and rid in completes_pause:
-                completes_pause.discard(rid)
-                if reached.get(rid) == ["the scheduler"]:
-                    continue
             callers = reached.setdefault(rid, [])
-            callers.append(_TEARDOWN_BY.get(call.caller, call.caller))
+            # The executor's recompute teardown finishes the scheduler's own pause:
+            # one teardown, however many frees it takes.
+            if call.caller == "recompute_teardown" and callers == ["scheduler"]:
+                continue
+            callers.append(call.caller)
             if len(callers) == 2:
                 yield Violation(
                     "single_teardown",
                     Subject((rid,)),
                     "one free_resources between two registrations",
-                    f"free_resources by {callers[0]}, then again by {callers[1]}",
+                    f"free_resources by {_TEARDOWN_BY[callers[0]]}, "
+                    f"then again by {_TEARDOWN_BY[callers[1]]}",
                     s.iteration,
                 )
 

@@ -133,7 +133,7 @@ def executor_calls(s: Snapshot) -> list[str]:
     return [
         _kv_call(c) if c.component != "peft" else _peft_call(c)
         for c in (s.step.calls if s.step else ())
-        if c.caller in ("prepare_resources", "free_resources")
+        if c.caller in ("prepare_resources", "recompute_teardown", "free_resources")
         and not (c.method == "ensure_batch" and not c.args.tasks and not c.facts.evicted)
     ]
 

@@ -312,7 +312,6 @@ class Engine:
         context: list[Request] = []
         generation: list[Request] = []
         recompute_paused: list[Request] = []
-        torn_down: list[int] = []
         after_prepare: tuple[ScheduledView, ...] = ()
         launched = False
         if lists is not None and runs:
@@ -322,7 +321,6 @@ class Engine:
                 for req in recompute_paused:
                     if req.request_id in self._requests:
                         self._upstream_teardown(req)
-                        torn_down.append(req.request_id)
             # 3. prepare_resources. A held batch is prepared too (the decision on
             # open question 1 in docs/protocol.md: the scheduler's resumes and the
             # executor's registrations stand), except its first chunks: upstream
@@ -404,7 +402,6 @@ class Engine:
             held=hold,
             retiring=retiring,
             eos=eos,
-            recompute_torn_down=tuple(torn_down),
         )
 
     def _begin_iteration(self) -> None:
@@ -630,7 +627,7 @@ class Engine:
         """TensorRT-LLM's executor frees every resource of a recompute-paused request;
         its PEFT wrapper's ``free_resources`` terminates the adapter's ownership."""
         caller = self.ledger.caller
-        self._as("free_resources")
+        self._as("recompute_teardown")
         for pool in self.pools:
             pool.free_resources(req)
         if self.peft_cache_manager is not None:

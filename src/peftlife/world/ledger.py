@@ -17,7 +17,12 @@ import attrs
 if TYPE_CHECKING:  # kv records into the ledger, so the ledger names its type only
     from peftlife.world.kv import Residency
 
-Caller = Literal["scheduler", "prepare_resources", "free_resources", "harness"]
+# Who made a call: the scheduler's pass; the executor preparing the batch, tearing
+# down the pass's recompute-paused requests (recompute_teardown = "upstream"), or
+# freeing what ended; or the harness (a cancel, a drain).
+Caller = Literal[
+    "scheduler", "prepare_resources", "recompute_teardown", "free_resources", "harness"
+]
 Component = Literal["target", "draft", "peft"]
 # Why a KV allocation failed: a fault the nemesis injected, or no room on the device.
 Fault = Literal["refused_resume", "failed_grow", "no_device_room"]

@@ -166,11 +166,6 @@ class StepRecord:
     retiring: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
     # Members of batch N that its read-back ended by end-of-sequence.
     eos: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
-    # This pass's recompute-paused requests the executor tore down at step 2
-    # (recompute_teardown = "upstream"): that teardown completes the scheduler's pause.
-    recompute_torn_down: tuple[int, ...] = attrs.field(
-        default=(), metadata={QUIET_AT_DEFAULT: True}
-    )
 
     @property
     def faults(self) -> tuple[Call, ...]:
