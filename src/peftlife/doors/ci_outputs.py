@@ -45,6 +45,7 @@ from peftlife import reports
 from peftlife.reports.story import UNCHECKED_WHEN_EMPTY
 from peftlife.search import gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS, unreached
+from peftlife.world.words import count
 
 if TYPE_CHECKING:
     from peftlife.doors.fuzz import Campaign, Group
@@ -556,7 +557,7 @@ class CampaignSummary:
         where = ", ".join(f"`{s}`" for s in self.scenarios)
         line = (
             f"`{self.sut}` in {where}: {self.examples} examples in {self.seconds:.1f} s on "
-            f"{_count(self.workers, 'worker')}, base seed {self.seed}"
+            f"{count(self.workers, 'worker')}, base seed {self.seed}"
             + (" (interrupted)" if self.interrupted else "")
         )
         if self.defects:
@@ -575,8 +576,8 @@ class CampaignSummary:
                 for d in self.defects
             ]
             text = table_markdown(title, header, rows)
-            text += f"\n{line}: {_count(self.found, 'finding')} of "
-            text += f"{_count(len(self.defects), 'defect')}\n"
+            text += f"\n{line}: {count(self.found, 'finding')} of "
+            text += f"{count(len(self.defects), 'defect')}\n"
         else:
             tally = "a worker crashed" if self.crashes else "no finding, every example held"
             text = f"### {title}\n\n{line}: {tally}\n"
@@ -612,7 +613,7 @@ class ExplorationSummary:
     @property
     def verdict(self) -> str:
         if self.finding is not None:
-            return f"a shortest counterexample has {_count(self.depth, 'action')}"
+            return f"a shortest counterexample has {count(self.depth, 'action')}"
         return f"no violation up to depth {self.depth}"
 
     def warnings(self) -> list[str]:
@@ -697,14 +698,10 @@ def _defect_case(sut: str, defect: Defect) -> JunitCase:
         ("peftlife_scenario", defect.scenario),
         ("peftlife_found", str(defect.count)),
     )
-    times = _count(defect.count, "time")
+    times = count(defect.count, "time")
     reported = "\n".join(f"  {report}" for _, report in defect.reports)
     details = f"found {times}; its reports:\n{reported}\n"
     if defect.story:
         details = f"{defect.story.rstrip()}\n\n{details}"
     failure = f"counterexample: {defect.invariant}, found {times}"
     return JunitCase(defect.name, sut, 0.0, failure, details, properties)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -32,6 +32,7 @@ from peftlife.reports.story import world_lines
 from peftlife.search import diff
 from peftlife.search.diff import Observation, Paired, PairOutcome, RequestRow
 from peftlife.world.fields import is_quiet
+from peftlife.world.words import count
 
 SCHEMA_VERSION = 1
 # Drain iterations shown before the divergence; earlier ones are one summary line.
@@ -116,17 +117,13 @@ def story(dcase: DiffCase, outcome: PairOutcome) -> list[Line]:
     drained = [p for p in outcome.iterations if p.action_index is None]
     shown_from = len(drained) - DRAIN_SHOWN if outcome.divergence is not None else len(drained)
     if shown_from > 0:
-        lines.append(Line(f"drain: {_count(shown_from, 'iteration')} the same on both sides"))
+        lines.append(Line(f"drain: {count(shown_from, 'iteration')} the same on both sides"))
     for number, paired in enumerate(drained, start=1):
         if number > shown_from:
             # Numbered without a total: the story stops at the divergence, not at the drain's end.
             total = "" if outcome.divergence is not None else f"/{len(drained)}"
             lines.append(Line(f"drain {number}{total}", paired=paired))
     return lines
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _request_text(row: RequestRow, fields: tuple[str, ...] = diff.REQUEST_FIELDS) -> str:
@@ -372,8 +369,8 @@ def render_markdown(
         f"- **A** `{dcase.a}` · **B** `{dcase.b}` · **scenario** `{case.scenario}` · "
         f"**seed** {seed}" + (f" · **profile** `{case.profile}`" if case.profile else ""),
         *(f"- {line}" for line in world_lines(case.config)),
-        f"- **shrunk to** {_count(len(case.actions), 'action')}, "
-        f"{_count(len(outcome.iterations), 'iteration')}"
+        f"- **shrunk to** {count(len(case.actions), 'action')}, "
+        f"{count(len(outcome.iterations), 'iteration')}"
         + (f" ({case.shrink_note})" if case.shrink_note else ""),
         f"- **compared** {dcase.compared}",
         "",
@@ -599,7 +596,7 @@ def render_html(dcase: DiffCase, outcome: PairOutcome, files: dict[str, str] | N
         ("scenario", _e(case.scenario)),
         ("seed", _e(seed) + (f" ({_e(case.profile)} profile)" if case.profile else "")),
         ("compared", _e(dcase.compared)),
-        ("shrunk to", _e(_count(len(case.actions), "action"))),
+        ("shrunk to", _e(count(len(case.actions), "action"))),
         *((what, f"<code>{_e(file)}</code>") for what, file in files.items()),
     ]
     if case.shrink_note:

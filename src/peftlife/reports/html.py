@@ -29,7 +29,6 @@ import attrs
 from peftlife.checker.invariants import INVARIANTS, Violation
 from peftlife.reports.case import Case
 from peftlife.reports.story import (
-    _count,
     adapter_fields,
     length_label,
     output_line,
@@ -42,6 +41,7 @@ from peftlife.search.trace import Entry, Outcome
 from peftlife.world.ledger import Args, Call, Facts, given
 from peftlife.world.request import LlmRequestState
 from peftlife.world.snapshot import Snapshot, in_flight_line
+from peftlife.world.words import count
 
 __all__ = ["INDEX_NAME", "render_html", "render_index", "verdict_words", "write_html"]
 
@@ -310,8 +310,8 @@ def _header(case: Case, outcome: Outcome, files: dict[str, str]) -> str:
         (
             length_label(case).rstrip(":"),
             _e(
-                f"{_count(len(case.actions), 'action')}, "
-                f"{_count(len(outcome.entries), 'iteration')}"
+                f"{count(len(case.actions), 'action')}, "
+                f"{count(len(outcome.entries), 'iteration')}"
                 + (f" ({drained} in the drain)" if drained else "")
                 + (f"; {case.shrink_note}" if case.shrink_note else "")
             ),
@@ -375,7 +375,7 @@ def _head_rows(columns: list[_Column]) -> str:
     if drain:
         toggle = (
             '<button type="button" class="drain-toggle" aria-expanded="false">'
-            f"drain: {_count(len(drain), 'iteration')} ⇔</button>"
+            f"drain: {count(len(drain), 'iteration')} ⇔</button>"
         )
         phase += f'<th class="phase fold">{toggle}</th>'
         phase += f'<th class="phase drain" colspan="{len(drain)}">{toggle}</th>'

@@ -6,12 +6,12 @@ from peftlife.reports.case import Case
 from peftlife.reports.story import (
     Iteration,
     Row,
-    _count,
     length_label,
     story,
     world_lines,
 )
 from peftlife.search.trace import Outcome
+from peftlife.world.words import count
 
 # ---- Markdown ----
 
@@ -56,8 +56,8 @@ def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None =
         f"- **SUT** `{case.sut}` · **scenario** `{case.scenario}` · **seed** {seed}"
         + (f" · **profile** `{case.profile}`" if case.profile else ""),
         *(f"- {line}" for line in world_lines(case.config)),
-        f"- **{length_label(case)}** {_count(len(case.actions), 'action')}, "
-        f"{_count(len(outcome.entries), 'iteration')}"
+        f"- **{length_label(case)}** {count(len(case.actions), 'action')}, "
+        f"{count(len(outcome.entries), 'iteration')}"
         + (f" ({case.shrink_note})" if case.shrink_note else ""),
         "",
         "| # | action | what happened |",

@@ -17,15 +17,12 @@ from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.config import EngineConfig
 from peftlife.world.ledger import Call, Fault
 from peftlife.world.snapshot import Snapshot, in_flight_line
+from peftlife.world.words import count
 
 # ---- the story both renderings tell ----
 
 # The invariant a world whose scheduler is told no in-flight ids does not check.
 UNCHECKED_WHEN_EMPTY = "in_flight_pin (14)"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def length_label(case: Case) -> str:
@@ -35,21 +32,21 @@ def length_label(case: Case) -> str:
 
 def world_lines(config: EngineConfig) -> list[str]:
     """The configuration in three short lines a scheduler engineer reads at a glance."""
-    tier = f"{_count(config.host_pages, 'host page')}" if config.host_pages else "no lower tier"
+    tier = f"{count(config.host_pages, 'host page')}" if config.host_pages else "no lower tier"
     draft = (
         "no draft pool"
         if config.draft_device_pages is None
-        else f"draft pool {_count(config.draft_device_pages, 'page')}"
+        else f"draft pool {count(config.draft_device_pages, 'page')}"
     )
-    adapters = ", ".join(f"adapter {t} = {_count(p, 'page')}" for t, p in config.adapter_pages)
+    adapters = ", ".join(f"adapter {t} = {count(p, 'page')}" for t, p in config.adapter_pages)
     chunking = f"chunks of {config.chunk_unit_size}" if config.enable_chunked_context else "off"
     lines = [
-        f"KV: {_count(config.device_pages, 'page')} x {config.tokens_per_block} tokens, "
+        f"KV: {count(config.device_pages, 'page')} x {config.tokens_per_block} tokens, "
         f"{tier}, {draft}",
-        f"LoRA: device cache {_count(config.lora_device_pages, 'page')}, host cache "
-        f"{_count(config.lora_host_pages, 'page')}; {adapters or 'no adapters'}",
-        f"scheduler: budget {_count(config.max_num_tokens, 'token')} / "
-        f"{_count(config.max_batch_size, 'request')}, chunking {chunking}, recompute pause "
+        f"LoRA: device cache {count(config.lora_device_pages, 'page')}, host cache "
+        f"{count(config.lora_host_pages, 'page')}; {adapters or 'no adapters'}",
+        f"scheduler: budget {count(config.max_num_tokens, 'token')} / "
+        f"{count(config.max_batch_size, 'request')}, chunking {chunking}, recompute pause "
         f"{'on' if config.enable_recompute_pause else 'off'}",
     ]
     if config.overlap:  # a simple-loop world keeps its three lines
@@ -306,7 +303,7 @@ def story(case: Case, outcome: Outcome, drain_shown: int = 3) -> list[Step | str
 
 
 def _drain_summary(hidden: int, total: int) -> str:
-    return f"drain: {_count(hidden, 'iteration')} of {total} with every check holding"
+    return f"drain: {count(hidden, 'iteration')} of {total} with every check holding"
 
 
 def subject_rows(v: Violation) -> tuple[str, ...]:

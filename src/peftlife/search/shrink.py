@@ -41,6 +41,7 @@ from peftlife.search.trace import KINDS, REQUEST_KINDS, Action, Outcome, checked
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import CHUNKING_POLICIES, SchedulerFactory
+from peftlife.world.words import count
 
 T = TypeVar("T")
 
@@ -87,8 +88,7 @@ class ShrinkProgress:
 
     def describe(self) -> str:
         return (
-            f"shrinking: {_count(self.replays, 'replay')}, "
-            f"best {_count(self.best_actions, 'action')}"
+            f"shrinking: {count(self.replays, 'replay')}, best {count(self.best_actions, 'action')}"
         )
 
 
@@ -116,12 +116,8 @@ class Shrunk:
             "replay budget": f"its budget of {REPLAY_BUDGET} replays",
             "hung replays": f"{HUNG_REPLAYS} replays that hung",
         }[self.stopped]
-        replays = _count(self.replays, "replay")
+        replays = count(self.replays, "replay")
         return f"the shrink stopped at {bound} after {replays}: a smaller case may exist"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 # ---- the order every kept candidate descends ----

@@ -20,6 +20,7 @@ from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.fields import InvalidField, boolean, one_of, whole
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
+from peftlife.world.words import article
 
 ActionKind = Literal["submit", "step", "cancel", "refuse_resume", "fail_grow", "eos", "hold_batch"]
 KINDS: tuple[ActionKind, ...] = (
@@ -67,7 +68,7 @@ class Action:
                         name, f"of a submit must be at least 1, not {getattr(self, name)}"
                     )
         if self.kind in REQUEST_KINDS and self.request_id is None:
-            raise InvalidField("request_id", f"is required by {_article(self.kind)}")
+            raise InvalidField("request_id", f"is required by {article(self.kind)}")
 
     def describe(self) -> str:
         if self.kind == "submit":
@@ -90,10 +91,6 @@ class Action:
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Action:
         return cls(**data)  # type: ignore[arg-type]
-
-
-def _article(kind: str) -> str:
-    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def apply(engine: Engine, action: Action) -> Snapshot | None:

@@ -20,6 +20,7 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, SchedulerFactory, SchedulerOutput
 from peftlife.world.watchdog import SchedulerHung
+from peftlife.world.words import article
 
 T = TypeVar("T")
 
@@ -64,7 +65,7 @@ def check_wiring(factory: SchedulerFactory, spec: str, *, deadline: float | None
     if isinstance(schedule, BaseException):
         return
     if not callable(schedule):
-        what = "None" if built is None else _a(type(built).__name__)
+        what = "None" if built is None else article(type(built).__name__)
         raise WiringError(
             f"the factory of SUT {spec!r} returned {what}, which has no schedule_request "
             "method; a SUT names a factory Environment -> Scheduler, whose "
@@ -79,10 +80,6 @@ def check_wiring(factory: SchedulerFactory, spec: str, *, deadline: float | None
             "give it that signature"
         ) from called
     # Whatever else the call did (raise, hang, a malformed output) is the search's finding.
-
-
-def _a(name: str) -> str:
-    return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
 
 
 def _placeholder(environment: Environment) -> _Idle:

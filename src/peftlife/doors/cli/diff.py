@@ -30,6 +30,7 @@ from peftlife.doors.cli.tell import warn_unreached, written
 from peftlife.doors.progress import progress
 from peftlife.reports import diff as diff_reports
 from peftlife.search import diff
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
@@ -122,8 +123,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print()
     paths = _write_diff(dcase, outcome, args, console)
     console.print(
-        f"divergence found after {_count(result.examples_to_find, 'example')}, shrunk to "
-        f"{_count(len(case.actions), 'action')}{written(paths)}"
+        f"divergence found after {count(result.examples_to_find, 'example')}, shrunk to "
+        f"{count(len(case.actions), 'action')}{written(paths)}"
     )
     if outcome.divergence is None:
         console.print(
@@ -151,10 +152,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     )
     ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (jcase,)), args)
     return EXIT_FOUND
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _write_diff(
