@@ -62,7 +62,7 @@ def executor_line(config: EngineConfig) -> str:
     """
     told = (
         "the scheduler is told batch N"
-        if config.inflight_ids == "batch"
+        if config.in_flight_told
         else f"the scheduler is told nothing in flight: {UNCHECKED_WHEN_EMPTY} not checked"
     )
     return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"

@@ -71,12 +71,11 @@ _NEEDS = {
 
 def world_labels(config: EngineConfig) -> tuple[str, ...]:
     """The features of one example's world that some witness needs."""
-    overlap = config.executor == "overlap"
     return tuple(
         label
         for label, present in (
-            (_OVERLAP, overlap),
-            (_TOLD_IN_FLIGHT, overlap and config.inflight_ids == "batch"),
+            (_OVERLAP, config.overlap),
+            (_TOLD_IN_FLIGHT, config.in_flight_told),
             (_RECOMPUTE, config.enable_recompute_pause),
         )
         if present
@@ -129,14 +128,14 @@ def _overlap_labels(snapshot: Snapshot) -> set[str]:
     if step is None or not step.overlap:
         return set()
     labels = set()
-    if any(v.state.name == "GENERATION_TO_COMPLETE" for v in snapshot.requests):
+    if step.retiring:  # the pass met a request whose last token was on the device
         labels.add("retiring request")
     if step.held:
         labels.add("held batch")
     if step.in_flight_told and step.output is not None:
         # A request the scheduler would have run had it not been on the device.
         listed = {v.request_id for v in step.output.listed}
-        if any(rid not in listed for rid in step.in_flight if snapshot.request(rid)):
+        if any(rid not in listed for rid in snapshot.live_ids.intersection(step.in_flight)):
             labels.add("in-flight skip")
     if any(outcome == "finished" and rid in step.eos for rid, outcome in snapshot.ended):
         labels.add("end-of-sequence in flight")

@@ -92,6 +92,11 @@ class EngineConfig:
     def overlap(self) -> bool:
         return self.executor == "overlap"
 
+    @property
+    def in_flight_told(self) -> bool:
+        """Whether the scheduler is told batch N: only then is invariant 14 checked."""
+        return self.overlap and self.inflight_ids == "batch"
+
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
             max_num_tokens=self.max_num_tokens,

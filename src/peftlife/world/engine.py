@@ -306,7 +306,7 @@ class Engine:
         retiring = tuple(
             r.request_id for r in self._requests.values() if r.is_generation_to_complete_state
         )
-        told = in_flight if self.config.inflight_ids == "batch" else set()
+        told = in_flight if self.config.in_flight_told else set()
         lists, record = self._ask_scheduler(errors, inflight=told, retiring=True)
         runs = lists is not None and record is not None and runnable(record)
         context: list[Request] = []
@@ -398,7 +398,7 @@ class Engine:
             pending_before,
             overlap=True,
             in_flight=tuple(sorted(in_flight)),
-            in_flight_told=self.config.inflight_ids == "batch",
+            in_flight_told=self.config.in_flight_told,
             held=hold,
             retiring=retiring,
             eos=eos,
