@@ -48,7 +48,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from bench import write_section
-from peftlife.doors import cli
+from peftlife.doors.cli.common import settings as check_settings
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt
 from peftlife.sut.mutants import CATALOGUE
@@ -174,7 +174,7 @@ def fresh_settings(profile: str, home: Path) -> hypothesis.settings:
     """
     os.chdir(home)
     set_hypothesis_home_dir(home / ".hypothesis")
-    settings = cli._settings(profile)
+    settings = check_settings(profile)  # as check builds them
     db = settings.database
     if isinstance(db, DirectoryBasedExampleDatabase) and not Path(db.path).is_relative_to(home):
         fresh = DirectoryBasedExampleDatabase(home / ".hypothesis" / "examples")

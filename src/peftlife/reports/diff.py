@@ -208,7 +208,7 @@ def _side_rows(d: Paired) -> list[tuple[str, str, str, bool]]:
         values = ["; ".join(getattr(o, key)) or "none" if o is not None else "-" for o in (a, b)]
         if key in cells or values != ["none", "none"]:
             rows.append((key, values[0], values[1], key in cells))
-    flights = [o.in_flight.removeprefix("in flight: ") if o is not None else "-" for o in (a, b)]
+    flights = [o.in_flight if o is not None else "-" for o in (a, b)]
     if any(f not in ("", "-") for f in flights):
         rows.append(("in flight", flights[0] or "-", flights[1] or "-", False))
     marks = _request_marks(d)
@@ -312,7 +312,7 @@ def _agreed(p: Paired) -> list[tuple[str, str]]:
             parts.extend([(f"{what} (A)", ta or "none"), (f"{what} (B)", tb or "none")])
 
     both("output", lambda o: o.output)
-    both("in flight", lambda o: o.in_flight.removeprefix("in flight: "))
+    both("in flight", lambda o: o.in_flight)
     parts.extend((f"request {row.request_id}", _request_text(row)) for row in a.requests)
     both("scheduler calls", lambda o: "; ".join(o.call_texts))
     both("writes", lambda o: "; ".join(o.writes))
@@ -540,7 +540,7 @@ def _pair_table(p: Paired) -> str:
         ("calls", lambda o: "; ".join(o.call_texts) or "none", {"calls"}),
         ("writes", lambda o: "; ".join(o.writes) or "none", {"writes"}),
         ("errors", lambda o: "; ".join(o.errors) or "none", {"errors"}),
-        ("in flight", lambda o: o.in_flight.removeprefix("in flight: ") or "none", set()),
+        ("in flight", lambda o: o.in_flight or "none", set()),
     ]
     for label, get, cells in wide:
         texts = [

@@ -109,8 +109,9 @@ class Observation:
     errors: tuple[str, ...]
     requests: tuple[RequestRow, ...]
     fault_kind: str = ""
-    # Under the overlap executor, the batches read back and launched: shown, not
-    # compared (they follow from the lists and the calls, which are).
+    # Under the overlap executor, the batches read back and launched (the story's
+    # in-flight line without its label): shown, not compared (they follow from the
+    # lists and the calls, which are).
     in_flight: str = ""
 
     def request(self, request_id: int) -> RequestRow:
@@ -242,7 +243,7 @@ def observe(s: Snapshot) -> Observation:
             )
         ),
         requests=tuple(rows[rid] for rid in sorted(rows)),
-        in_flight=in_flight_line(s) or "",
+        in_flight=(in_flight_line(s) or "").removeprefix("in flight: "),
     )
 
 

@@ -22,7 +22,6 @@ from peftlife.doors import ci_outputs
 from peftlife.doors.cli import (
     bisect,
     check,
-    common,
     diff,
     explore,
     fuzz,
@@ -44,8 +43,6 @@ from peftlife.doors.cli.common import (
 
 __all__ = ["COMMON_OPTIONS", "EXIT_BAD_INPUT", "EXIT_FOUND", "EXIT_HELD", "BadInput", "main"]
 
-# The soak benchmark (bench/soak.py) builds its settings as check does, by this name.
-_settings = common.settings
 # The top-level --help's description.
 DESCRIPTION = """\
 The peftlife command: check a scheduler, run the mutant gate, replay a report.
