@@ -481,10 +481,12 @@ def retiring_keeps_its_place(s: Snapshot) -> Iterator[Violation]:
     """13. A retiring request (GENERATION_TO_COMPLETE) keeps KV ACTIVE in every pool and
     its adapter owned actively until the executor frees it after its last read-back."""
     step = s.step
+    if step is None or not step.overlap:
+        return  # only the overlap executor has retiring requests
     # Its last step is read back and freed within the iteration, so a retiring request
     # the pass took off the device is judged by the calls, not by the end state.
-    retiring = set(step.retiring) if step is not None else set()
-    for call in step.calls if step is not None else ():
+    retiring = set(step.retiring)
+    for call in step.calls:
         if call.request_id not in retiring or call.caller == "free_resources":
             continue
         after = call.facts.after if call.component != "peft" else None

@@ -120,11 +120,12 @@ class Engine:
         self._last_step: StepRecord | None = None
         self._writes: tuple[FieldWrite, ...] = ()
         # The overlap executor's batch N: launched, not read back yet. ``_emitting``
-        # are the members its read-back gives a token; ``_end_at_read_back`` the
-        # members that end then whatever their count (end-of-sequence, or a
-        # cancellation that must wait for the device).
+        # are the ids of the members its read-back gives a token, in launch order (a
+        # dict as an ordered set: the read-back asks it of every member);
+        # ``_end_at_read_back`` the members that end then whatever their count
+        # (end-of-sequence, or a cancellation that must wait for the device).
         self._in_flight: tuple[Request, ...] = ()
-        self._emitting: tuple[Request, ...] = ()
+        self._emitting: dict[int, None] = {}
         self._end_at_read_back: dict[int, Outcome] = {}
         self._hold_next = False
         self.scheduler: Scheduler | None = None
@@ -189,7 +190,7 @@ class Engine:
         Only a member whose read-back gives it a token can emit one; False otherwise
         (and always under the simple executor, which has no batch in flight).
         """
-        if not any(r.request_id == request_id for r in self._emitting):
+        if request_id not in self._emitting:
             return False
         self._end_at_read_back.setdefault(request_id, "finished")
         return True
@@ -209,7 +210,7 @@ class Engine:
     @property
     def emitting_ids(self) -> tuple[int, ...]:
         """The in-flight members whose read-back gives them a token: those an eos can end."""
-        return tuple(r.request_id for r in self._emitting)
+        return tuple(self._emitting)
 
     @property
     def pending_read_back(self) -> tuple[object, ...]:
@@ -349,7 +350,7 @@ class Engine:
         for req in batch_n:
             if req.request_id not in self._requests:
                 continue
-            emits = any(r is req for r in self._emitting)
+            emits = req.request_id in self._emitting
             if emits:
                 req.num_generated += 1
             outcome = self._end_at_read_back.get(req.request_id)
@@ -389,7 +390,9 @@ class Engine:
         self._in_flight = tuple(
             r for r in (*context, *generation) if r.request_id in self._requests
         )
-        self._emitting = tuple(r for r in emitting if r.request_id in self._requests)
+        self._emitting = dict.fromkeys(
+            r.request_id for r in emitting if r.request_id in self._requests
+        )
         return self._end_iteration(
             record,
             launched,

@@ -74,8 +74,9 @@ def call(fn: Callable[[], T], what: str, *, deadline: float | None, arm: bool = 
         if isinstance(err, KeyboardInterrupt) and _from_sigint(sigints):
             raise  # Ctrl-C: it stops the run
         raise Failed(_finding(what, err, fn), err) from None
-    finally:
+    else:
         WATCHDOG.leave()
+    finally:
         if armed:
             WATCHDOG.disarm()
     return result
