@@ -28,7 +28,7 @@ from peftlife.checker import drain, invariants
 from peftlife.search import scenarios
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
-from peftlife.search.trace import Action, apply, checked_replay
+from peftlife.search.trace import Action, apply, checked_replay, replay
 from peftlife.world import untrusted
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
@@ -246,10 +246,7 @@ class _Copies:
                 )
             except untrusted.Failed:
                 self.rebuilding = True
-        fresh = Engine(self.world, self.factory)
-        for action in trace:
-            apply(fresh, action)
-        return fresh
+        return replay(self.world, trace, self.factory)[0]
 
 
 def shortest_like(failure: LifecycleFailure, *, max_states: int = MAX_STATES) -> Exploration:
