@@ -304,11 +304,10 @@ class Engine:
 
         # 1. schedule batch N+1
         pending_before = frozenset(self._recompute_pending)
-        retiring = tuple(
-            r.request_id for r in self._requests.values() if r.is_generation_to_complete_state
-        )
+        # A retiring request was launched with its last token: it is a member of batch N.
+        retiring = tuple(sorted(r.request_id for r in batch_n if r.is_generation_to_complete_state))
         told = in_flight if self.config.in_flight_told else set()
-        lists, record = self._ask_scheduler(errors, inflight=told, retiring=True)
+        lists, record = self._ask_scheduler(errors, inflight=told)
         runs = lists is not None and record is not None and runnable(record)
         context: list[Request] = []
         generation: list[Request] = []
@@ -443,7 +442,7 @@ class Engine:
         return self.snapshot()
 
     def _ask_scheduler(
-        self, errors: list[StepError], inflight: set[int] | None = None, retiring: bool = False
+        self, errors: list[StepError], inflight: set[int] | None = None
     ) -> tuple[Lists | None, OutputRecord | None]:
         """The scheduler's lists for this pass, and the record of what it answered."""
         self._as("scheduler")
@@ -451,7 +450,7 @@ class Engine:
             r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
             for r in self._requests.values()
         }
-        lists, error = self._schedule(inflight=inflight, retiring=retiring)
+        lists, error = self._schedule(inflight=inflight)
         if error is not None:
             errors.append(error)
         if lists is None:
@@ -476,20 +475,18 @@ class Engine:
     def _as(self, caller: Caller) -> None:
         self.ledger.caller = caller
 
-    def _schedule(
-        self, inflight: set[int] | None = None, *, retiring: bool = False
-    ) -> tuple[Lists | None, StepError | None]:
+    def _schedule(self, inflight: set[int] | None = None) -> tuple[Lists | None, StepError | None]:
         """Ask the scheduler; return its four lists, or a finding.
 
-        ``inflight`` is what it is told is on the device; with ``retiring`` the
-        retiring requests are among the active ones, as upstream's overlap loop has them.
+        ``inflight`` is what it is told is on the device. Retiring requests (the
+        overlap loop's only) are among the active ones, as upstream's loop has them.
         """
         if self.scheduler is None:
             return None, self._factory_error
         active = [
             r
             for r in self._requests.values()
-            if r.is_schedulable or (retiring and r.is_generation_to_complete_state)
+            if r.is_schedulable or r.is_generation_to_complete_state
         ]
         before = [_guarded(r) for r in active]
         scheduler = self.scheduler
