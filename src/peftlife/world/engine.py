@@ -371,12 +371,7 @@ class Engine:
             if req.request_id in self._requests and req.request_id not in ending:
                 self._reset_for_recompute(req)
         # 7. batch N+1's context members advance
-        emitting = list(generation)
-        for req in context:
-            req.context_current_position += req.context_chunk_size
-            if req.context_current_position >= req.context_len:
-                req.state = self._state_before_token(req)
-                emitting.append(req)
+        emitting = self._advance(context, generation, None)
         # 8. free batch N's finished members, after this iteration's ensure_batch
         self._as("free_resources")
         for req, outcome in finished:
@@ -610,18 +605,31 @@ class Engine:
         return tuple(views)
 
     def _run_batch(self, context: list[Request], generation: list[Request]) -> None:
-        emitting = list(generation)
-        for req in context:
-            req.context_current_position += req.context_chunk_size
-            if req.context_current_position >= req.context_len:
-                req.state = LlmRequestState.GENERATION_IN_PROGRESS
-                emitting.append(req)
+        emitting = self._advance(context, generation, LlmRequestState.GENERATION_IN_PROGRESS)
         self._as("free_resources")
         for req in emitting:
             req.num_generated += 1
             if req.num_generated >= req.max_new_tokens:
                 req.state = LlmRequestState.GENERATION_COMPLETE
                 self._end(req, "finished")
+
+    @classmethod
+    def _advance(
+        cls,
+        context: list[Request],
+        generation: list[Request],
+        generating: LlmRequestState | None,
+    ) -> list[Request]:
+        """A batch's context chunks move their cursors on; a last chunk turns to
+        ``generating`` (None: retiring if its first token is its last, as the overlap
+        loop has it). Returns the members that get a token: generation, then those."""
+        emitting = list(generation)
+        for req in context:
+            req.context_current_position += req.context_chunk_size
+            if req.context_current_position >= req.context_len:
+                req.state = cls._state_before_token(req) if generating is None else generating
+                emitting.append(req)
+        return emitting
 
     def _upstream_teardown(self, req: Request) -> None:
         """TensorRT-LLM's executor frees every resource of a recompute-paused request;
