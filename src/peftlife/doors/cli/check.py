@@ -31,7 +31,7 @@ from peftlife.doors.cli.common import (
     validate,
     writable,
 )
-from peftlife.doors.cli.tell import note_unchecked, tell_case, warn_unreached, written
+from peftlife.doors.cli.tell import for_ci, note_unchecked, tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import SearchResult, hunt, search
@@ -137,7 +137,4 @@ def _report_finding(
     )
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
-    report = str(paths["json"]) if paths else ""
-    finding = ci_outputs.Finding(invariant, trace, report, is_known)
-    story = reports.terminal_text(case, outcome, width=100)
-    return finding, story, reports.render_markdown(case, outcome)
+    return for_ci(case, outcome, paths, invariant, is_known)

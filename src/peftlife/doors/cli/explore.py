@@ -26,7 +26,7 @@ from peftlife.doors.cli.common import (
     positive,
     validate,
 )
-from peftlife.doors.cli.tell import tell_case, written
+from peftlife.doors.cli.tell import for_ci, tell_case, written
 from peftlife.doors.progress import progress
 from peftlife.search import scenarios
 from peftlife.search.explore import MAX_STATES, Alphabet, explore
@@ -112,10 +112,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"explored {result.states} states: a shortest counterexample has "
         f"{len(case.actions)} actions{written(paths)}"
     )
-    report = str(paths["json"]) if paths else ""
-    finding = ci_outputs.Finding(result.failure.invariant, reports.trace_hash(case), report)
-    story = reports.terminal_text(case, outcome, width=100)
-    details = reports.render_markdown(case, outcome)
+    finding, story, details = for_ci(case, outcome, paths, result.failure.invariant)
     summary = attrs.evolve(summary, finding=finding)
     ci_outputs.write(ci_outputs.for_exploration(summary, story, details), args)
     return EXIT_FOUND

@@ -39,6 +39,20 @@ def tell_case(
         return outcome, {}
 
 
+def for_ci(
+    case: reports.Case,
+    outcome: reports.Outcome,
+    paths: dict[str, Path],
+    invariant: str,
+    known: bool = False,
+) -> tuple[ci_outputs.Finding, str, str]:
+    """A told case as the CI outputs carry it: the finding, its story, its Markdown."""
+    report = str(paths["json"]) if paths else ""
+    finding = ci_outputs.Finding(invariant, reports.trace_hash(case), report, known)
+    story = reports.terminal_text(case, outcome, width=100)
+    return finding, story, reports.render_markdown(case, outcome)
+
+
 def written(paths: dict[str, Path]) -> str:
     """The end of a verdict line: where the reports went, if they were written."""
     return "; reports: " + ", ".join(str(p) for p in paths.values()) if paths else ""
