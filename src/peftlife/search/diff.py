@@ -45,7 +45,7 @@ import hypothesis
 from peftlife import sut
 from peftlife.checker import drain, invariants
 from peftlife.checker.invariants import Subject, Violation, owned
-from peftlife.search import shrink
+from peftlife.search import scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.hunt import SearchResult, hunt, search
 from peftlife.search.machine import LifecycleMachine
@@ -58,7 +58,6 @@ from peftlife.world.snapshot import Snapshot, in_flight_line
 
 IGNORABLE = ("calls", "order")
 Ignore = Literal["calls", "order"]
-ALL_SCENARIOS = "all"
 
 # The output lists, as the world names them, with how they are compared.
 LISTS = ("context", "generation", "paused", "recompute_paused")
@@ -528,7 +527,7 @@ def find(
     ``scenario`` ``all`` lets every shipped scenario take turns. A divergence is
     the result's ``failure`` (a ``Diverged``), not yet shrunk."""
     mixin = paired_with(sut.load(sut_b), ignore)
-    if scenario == ALL_SCENARIOS:
+    if scenario == scenarios.ALL:
         result = hunt(sut_a, settings, seed=seed, progress=progress, mixin=mixin)
     else:
         result = search(

@@ -350,6 +350,10 @@ def _shipped_dir() -> Any:
     return resources.files("peftlife.search") / "strategies"
 
 
+# The scenario name that stands for every shipped scenario, taking turns.
+ALL = "all"
+
+
 def shipped_names() -> list[str]:
     """The names of the scenario profiles that ship with peftlife, sorted."""
     return sorted(

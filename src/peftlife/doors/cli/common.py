@@ -22,8 +22,7 @@ from peftlife.checker import catalogue
 from peftlife.search import database, profiles, scenarios, shrink
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
-# The --scenario that searches every shipped scenario, taking turns.
-ALL_SCENARIOS = "all"
+ALL_SCENARIOS = scenarios.ALL
 SUT_HELP = f"the scheduler: {sut.FORMS}"
 
 # Adds a command to ``peftlife``, by its name and its one line of help.

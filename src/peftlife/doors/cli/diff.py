@@ -15,6 +15,7 @@ from rich.console import Console
 from peftlife import reports, sut
 from peftlife.doors import ci_outputs
 from peftlife.doors.cli.common import (
+    ALL_SCENARIOS,
     EXIT_FOUND,
     EXIT_HELD,
     NewCommand,
@@ -66,7 +67,7 @@ def add_parser(command: NewCommand) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    every = args.scenario == diff.ALL_SCENARIOS
+    every = args.scenario == ALL_SCENARIOS
     validate(args.a, "default" if every else args.scenario)
     validate(args.b)
     writable(args.report_dir, "--report-dir")
