@@ -280,6 +280,7 @@ class Campaign:
         self.warnings: list[str] = []
         self.interrupted = False
         self.started = time.monotonic()
+        self.ended: float | None = None
         # Examples of worker processes that died and were started again.
         self._retired_examples = 0
         self._ctx = mp.get_context("spawn")
@@ -303,8 +304,9 @@ class Campaign:
 
     @property
     def elapsed(self) -> float:
-        """Seconds since the campaign started."""
-        return time.monotonic() - self.started
+        """Seconds since the campaign started, or that it ran once it has ended: the
+        summary it prints and the one it writes give the same figure."""
+        return (self.ended or time.monotonic()) - self.started
 
     def _all_done(self) -> bool:
         return all(w.done for w in self.workers.values())
@@ -328,6 +330,7 @@ class Campaign:
             self.interrupted = True
             self._stop_workers()
         finally:
+            self.ended = time.monotonic()
             signal.signal(signal.SIGTERM, previous)
 
     def _stop_workers(self) -> None:
@@ -480,7 +483,7 @@ class Campaign:
                 str(w.findings),
                 "done" if w.done else w.shrinking or "searching",
             )
-        elapsed = now - self.started
+        elapsed = self.elapsed
         table.caption = (
             f"{elapsed:.0f} s · {self.examples} examples · "
             f"{self._tally()} · {_plural(len(self.crashes), 'crash', 'crashes')}"
@@ -502,7 +505,7 @@ class Campaign:
             now = time.monotonic()
             if now - last[0] >= _HEARTBEAT_S:
                 last[0] = now
-                elapsed = now - self.started
+                elapsed = self.elapsed
                 shrinks = "".join(
                     f", worker {n} {w.shrinking}"
                     for n, w in sorted(self.workers.items())
@@ -517,7 +520,7 @@ class Campaign:
         yield heartbeat
 
     def summary(self) -> None:
-        elapsed = time.monotonic() - self.started
+        elapsed = self.elapsed
         plan = self.plan
         self.console.print(
             f"fuzzed {plan.sut} in {', '.join(plan.scenarios)}: {self.examples} examples in "
