@@ -293,3 +293,26 @@ def test_16_a_freed_request_listed_again_is_flagged() -> None:
     assert _names(inside, check) == []
     past = engine.step()
     assert _names(past, check) == ["dead_stay_dead"]
+
+
+class ShrinksTheBatchOnTheDevice(ReferenceScheduler):
+    """Undoes a one-token grow of every member of batch N it is told of: the request
+    stays ACTIVE, but the batch on the device loses a page it writes into."""
+
+    def schedule_request(self, active_requests, inflight_request_ids):  # type: ignore[no-untyped-def]
+        for req in active_requests:
+            if req.request_id in inflight_request_ids:
+                self.kv.revert_allocate_generation(req)
+        return super().schedule_request(active_requests, inflight_request_ids)
+
+
+def test_14_a_cache_shrunk_under_the_running_batch_is_flagged() -> None:
+    check = invariants.in_flight_pin
+    engine = Engine(attrs.evolve(OVERLAP, tokens_per_block=1), ShrinksTheBatchOnTheDevice)
+    engine.submit(prompt_len=2, max_new_tokens=4)
+    inside = engine.step()  # launched: nothing of it is on the device yet
+    assert inside.in_flight and _names(inside, check) == []
+    past = engine.step()
+    assert _names(past, check) == ["in_flight_pin"]
+    (violation,) = check(past)
+    assert violation.found == "revert_allocate_generation by the scheduler took pages from it"

@@ -474,6 +474,20 @@ def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
 
 # The residencies a call leaves a cache in when it takes it off the device.
 _LEAVES_DEVICE = frozenset({Residency.SUSPENDED, Residency.NONE})
+# Calls that take pages from a cache and leave it ACTIVE: the executor's own undo of
+# a held batch's growth is its business, a scheduler's on a request on the device is not.
+_SHRINKS = frozenset({"revert_allocate_generation", "revert_allocate_context"})
+
+
+def _takes_from_device(call: Call, cache: str) -> str | None:
+    """How a KV call took a request's ``cache`` (or part of it) off the device, or None."""
+    if call.component == "peft":
+        return None
+    if call.facts.before is Residency.ACTIVE and call.facts.after in _LEAVES_DEVICE:
+        return f"left {cache} {call.facts.after.value}"
+    if call.caller == "scheduler" and call.method in _SHRINKS:
+        return f"took pages from {cache}"
+    return None
 
 
 @invariant
@@ -489,9 +503,9 @@ def retiring_keeps_its_place(s: Snapshot) -> Iterator[Violation]:
     for call in step.calls:
         if call.request_id not in retiring or call.caller == "free_resources":
             continue
-        after = call.facts.after if call.component != "peft" else None
-        if after in _LEAVES_DEVICE or call.method == "mark_request_done":
-            left = f" left its {call.component} KV {after.value}" if after is not None else ""
+        taken = _takes_from_device(call, f"its {call.component} KV")
+        if taken is not None or call.method == "mark_request_done":
+            left = f" {taken}" if taken is not None else ""
             yield Violation(
                 "retiring_keeps_its_place",
                 Subject(_ids(call.request_id), lead="retiring"),
@@ -541,18 +555,14 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
             continue
         if call.request_id in members and call.args.task_id is not None:
             adapters.add(call.args.task_id)
-        if (
-            call.request_id in members
-            and call.component != "peft"
-            and call.facts.before is Residency.ACTIVE
-            and call.facts.after in _LEAVES_DEVICE
-        ):
+        rid = call.request_id
+        taken = _takes_from_device(call, "it") if rid is not None and rid in members else None
+        if rid is not None and taken is not None:
             yield Violation(
                 "in_flight_pin",
-                Subject((call.request_id,), lead="in-flight"),
+                Subject((rid,), lead="in-flight"),
                 f"{call.component} KV kept while its batch is on the device",
-                f"{call.method} by the {call.caller.replace('_', ' ')} left it "
-                f"{call.facts.after.value}",
+                f"{call.method} by the {call.caller.replace('_', ' ')} {taken}",
                 s.iteration,
             )
     adapters |= {v.lora_task_id for v in s.requests if v.request_id in members and v.lora_task_id}
