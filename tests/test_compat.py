@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hypothesis
+import pytest
 from hypothesis import core, stateful
+from hypothesis.internal import reflection
 from hypothesis.internal.conjecture import providers
 
 from peftlife.search import compat
@@ -17,11 +19,23 @@ def test_every_private_name_a_patch_needs_is_there() -> None:
     )
 
 
-def test_the_digest_is_computed_once_inside_and_restored_after() -> None:
-    original = core.function_digest
+def test_the_digest_is_computed_once_inside_and_restored_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original, real = core.function_digest, reflection.function_digest
+    computed: list[object] = []
+
+    def counted(fn: object) -> bytes:
+        computed.append(fn)
+        return real(fn)
+
+    monkeypatch.setattr(reflection, "function_digest", counted)
     with compat.digests_once():
         assert core.function_digest is not original
         assert stateful.function_digest is core.function_digest
+        first = core.function_digest(test_the_constant_pool_is_empty_inside_and_restored_after)
+        again = stateful.function_digest(test_the_constant_pool_is_empty_inside_and_restored_after)
+    assert first == again and len(computed) == 1
     assert core.function_digest is original and stateful.function_digest is original
 
 
