@@ -1,0 +1,108 @@
+"""Load a vLLM checkout's v1 scheduler, unmodified, over the stand-ins.
+
+``Checkout(path)`` finds ``vllm/v1/core/sched/scheduler.py`` under ``path`` (a
+checkout's root, an installed or unpacked ``vllm`` package directory), then
+executes six upstream files under their real module names with the
+stand-ins installed: ``v1/request.py`` (the request and its status),
+``sched/interface.py``, ``sched/request_queue.py``, ``sched/utils.py``,
+``sched/output.py`` and ``sched/scheduler.py``. As for TensorRT-LLM, the loaded
+modules are kept by the ``Checkout`` object, not in ``sys.modules``, and
+``installed()`` puts them back for each call into the scheduler.
+
+A file that imports a name the stand-ins lack raises ``CheckoutError`` naming
+the file, the module and the name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn
+from peftlife.sut.adapters.vllm import blocks, standins
+
+# The upstream files, in load order (each imports only stand-ins and those before it).
+FILES = (
+    ("v1/request.py", "vllm.v1.request"),
+    ("v1/core/sched/interface.py", "vllm.v1.core.sched.interface"),
+    ("v1/core/sched/request_queue.py", "vllm.v1.core.sched.request_queue"),
+    ("v1/core/sched/utils.py", "vllm.v1.core.sched.utils"),
+    ("v1/core/sched/output.py", "vllm.v1.core.sched.output"),
+    ("v1/core/sched/scheduler.py", "vllm.v1.core.sched.scheduler"),
+)
+SCHEDULER = FILES[-1][1]
+
+
+class CheckoutError(ValueError):
+    """A checkout peftlife cannot load; the message names what is missing and where."""
+
+
+def find_package(path: Path) -> Path:
+    """The ``vllm`` package directory of a checkout, or ``path`` itself if it is one.
+
+    >>> try:
+    ...     find_package(Path("/nowhere"))
+    ... except CheckoutError as err:
+    ...     print(str(err).split(":")[0])
+    no scheduler.py at /nowhere/vllm/v1/core/sched/scheduler.py
+    """
+    for folder in (path / "vllm", path):
+        if (folder / FILES[-1][0]).is_file():
+            return folder
+    raise CheckoutError(
+        f"no scheduler.py at {path / 'vllm' / FILES[-1][0]}: give the root of a vLLM "
+        "checkout or a vllm package directory"
+    )
+
+
+class Checkout:
+    """One loaded checkout: its modules (stand-ins included) and its ``Scheduler`` class."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.package = find_package(path)
+        self._misses: list[MissingStandIn] = []
+        kv_manager = {
+            "KVCacheManager": blocks.KVCacheManager,
+            "KVCacheBlocks": blocks.KVCacheBlocks,
+            "KVCacheBlock": blocks.KVCacheBlock,
+        }
+        self.modules = standins.build(kv_manager, self._misses)
+        for relative, name in FILES:
+            self._load(self.package / relative, name)
+        self.scheduler_class: type = self.modules[SCHEDULER].Scheduler
+        self.request_class: type = self.modules["vllm.v1.request"].Request
+        self.request_status: type = self.modules["vllm.v1.request"].RequestStatus
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """The checkout's modules in ``sys.modules`` for the block, and only then."""
+        with standins.installed(self.modules):
+            yield
+
+    def _load(self, file: Path, name: str) -> None:
+        if not file.is_file():
+            raise CheckoutError(f"no {file.name} at {file}")
+        spec = importlib.util.spec_from_file_location(name, file)
+        assert spec is not None
+        module: types.ModuleType = importlib.util.module_from_spec(spec)
+        self.modules[name] = module
+        del self._misses[:]
+        try:
+            # Compiled here rather than by the module's loader, which would write a
+            # __pycache__ into the checkout.
+            code = compile(file.read_text(encoding="utf-8"), str(file), "exec")
+            with self.installed():
+                exec(code, module.__dict__)
+        except (ImportError, AttributeError) as err:
+            if self._misses:
+                miss = self._misses[0]
+                raise CheckoutError(
+                    f"{file} needs {miss.name!r} from {miss.module!r}, which has no stand-in"
+                ) from err
+            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
+        except Exception as err:  # an upstream file is untrusted code
+            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err

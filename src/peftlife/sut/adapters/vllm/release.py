@@ -1,0 +1,76 @@
+"""A vLLM release's scheduler files, from the package registry, without installing vLLM.
+
+``release_files("0.33.0", cache)`` runs ``pip download --no-deps`` for that
+release's wheel (once: a later call finds the files in ``cache``), checks each
+file the spike loads against the wheel's ``RECORD`` (so what runs is the
+release's file, byte for byte), unpacks only those files to
+``cache/vllm-VERSION/vllm/...`` and deletes the wheel. Nothing is installed and
+none of vLLM's dependencies are fetched.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from peftlife.sut.adapters.vllm.checkout import FILES, CheckoutError
+
+DOWNLOAD_SECONDS = 600  # the wheel is some 340 MB
+
+
+def _record_digests(wheel: zipfile.ZipFile) -> dict[str, str]:
+    record = next(n for n in wheel.namelist() if n.endswith(".dist-info/RECORD"))
+    rows = csv.reader(io.StringIO(wheel.read(record).decode("utf-8")))
+    return {row[0]: row[1] for row in rows if len(row) >= 2 and row[1]}
+
+
+def _digest(data: bytes) -> str:
+    raw = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def unpack(wheel_path: Path, target: Path) -> None:
+    """The spike's files of ``wheel_path`` under ``target/vllm``, each checked against RECORD."""
+    with zipfile.ZipFile(wheel_path) as wheel:
+        digests = _record_digests(wheel)
+        for relative, _ in FILES:
+            member = f"vllm/{relative}"
+            data = wheel.read(member)
+            if digests.get(member) != _digest(data):
+                raise CheckoutError(f"{member} in {wheel_path.name} does not match its RECORD")
+            out = target / member
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+
+
+def release_files(version: str, cache: Path, timeout: float = DOWNLOAD_SECONDS) -> Path:
+    """The folder holding release ``version``'s ``vllm`` files, downloaded once into ``cache``."""
+    target = cache / f"vllm-{version}"
+    if all((target / "vllm" / relative).is_file() for relative, _ in FILES):
+        return target
+    wheels = cache / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
+    command += ["--disable-pip-version-check", "-q", "-d", str(wheels), f"vllm=={version}"]
+    try:
+        subprocess.run(command, check=True, timeout=timeout, capture_output=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+        raise CheckoutError(f"pip download of vllm=={version} failed: {err}") from err
+    found = sorted(wheels.glob(f"vllm-{version}-*.whl"))
+    if not found:
+        raise CheckoutError(f"pip download of vllm=={version} left no wheel in {wheels}")
+    partial = cache / f"vllm-{version}.partial"
+    for stale in (partial, target):
+        shutil.rmtree(stale, ignore_errors=True)
+    unpack(found[0], partial)
+    partial.replace(target)  # a run stopped half-way leaves no half-unpacked release behind
+    for wheel in found:
+        wheel.unlink()
+    return target
