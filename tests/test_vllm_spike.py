@@ -9,11 +9,13 @@ Without either (no network), set ``PEFTLIFE_OFFLINE=1`` to skip these tests.
 from __future__ import annotations
 
 import os
+import random
 import sys
 from pathlib import Path
 
 import pytest
 
+from peftlife.checker.vllm import Limits, findings
 from peftlife.sut.adapters.vllm import Checkout, CheckoutError, Driver, Step, TinyConfig
 from peftlife.sut.adapters.vllm.release import release_files
 
@@ -114,3 +116,53 @@ def test_an_import_the_stand_ins_lack_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(CheckoutError, match=r"needs 'NotStoodIn' from 'vllm\.v1\.engine'"):
         Checkout(tmp_path)
+
+
+def workload(seed: int) -> tuple[TinyConfig, list[tuple[str, int, int, int]]]:
+    """A small configuration and its requests (id, prompt, max tokens, adapter), from a seed."""
+    rng = random.Random(seed)
+    config = TinyConfig(num_blocks=rng.randint(3, 7), max_loras=rng.randint(1, 2))
+    room = config.num_blocks * config.block_size
+    requests = []
+    for n in range(rng.randint(2, 5)):
+        prompt = rng.randint(1, 9)
+        requests.append((f"r{n}", prompt, rng.randint(1, min(6, room - prompt)), rng.randint(0, 3)))
+    return config, requests
+
+
+def run_workload(checkout: Checkout, seed: int) -> tuple[TinyConfig, list[Step]]:
+    config, requests = workload(seed)
+    driver = Driver(checkout, config)
+    for request in requests:
+        driver.add(*request)
+    return config, run(driver)
+
+
+def limits(config: TinyConfig, adapter_slots: int | None = None) -> Limits:
+    slots = config.max_loras if adapter_slots is None else adapter_slots
+    return Limits(slots, config.num_blocks, config.block_size)
+
+
+SEEDS = range(80)
+
+
+def test_the_translated_invariants_hold_on_small_workloads(checkout: Checkout) -> None:
+    preempting = 0
+    for seed in SEEDS:
+        config, steps = run_workload(checkout, seed)
+        assert findings(steps, limits(config)) == [], seed
+        preempting += any(s.preempted for s in steps)
+    # The sweep reaches the paths the checks are about, not only easy runs.
+    assert preempting >= 10, preempting
+
+
+def test_the_checks_catch_a_scheduler_that_admits_past_the_workers_slots(
+    checkout: Checkout,
+) -> None:
+    # The scheduler believes in two adapter slots; the world's worker has one.
+    found = []
+    for seed in SEEDS:
+        config, steps = run_workload(checkout, seed)
+        found += findings(steps, limits(config, adapter_slots=1))
+    assert any("V1 max_loras_cap" in f for f in found)
+    assert all("V1 max_loras_cap" in f for f in found), found

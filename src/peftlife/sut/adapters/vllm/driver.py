@@ -12,6 +12,7 @@ prompt is complete, as the model runner would.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -91,9 +92,17 @@ class Step:
     preempted: tuple[str, ...]  # preempted by this step
     finished: tuple[str, ...]  # ended by the previous step's output
     adapters: frozenset[int]  # adapter ids of the requests scheduled this step
+    running_adapters: frozenset[int]  # adapter ids of every running request after schedule()
+    computed: dict[str, int]  # scheduled request id -> num_computed_tokens after schedule()
+    held: dict[str, int]  # request id -> blocks it holds after schedule()
     running: tuple[str, ...]  # the running queue after the step's output
     waiting: tuple[str, ...]  # the waiting queue after the step's output
-    free_blocks: int
+    free_blocks: int  # after the step's output
+    held_after: int  # blocks held by all requests after the step's output
+
+
+def _adapters(requests: Iterable[Any]) -> frozenset[int]:
+    return frozenset(r.lora_request.lora_int_id for r in requests if r.lora_request is not None)
 
 
 def _vllm_config(config: TinyConfig) -> Fields:
@@ -214,28 +223,29 @@ class Driver:
             output = self.scheduler.schedule()
             cached = output.scheduled_cached_reqs
             requests = self.scheduler.requests
-            adapters = frozenset(
-                requests[r].lora_request.lora_int_id
-                for r in output.num_scheduled_tokens
-                if requests[r].lora_request is not None
-            )
+            pool = self.scheduler.kv_cache_manager
             step = Step(
                 tokens=dict(output.num_scheduled_tokens),
                 new=tuple(r.req_id for r in output.scheduled_new_reqs),
                 resumed=tuple(r for r in cached.req_ids if r in cached.resumed_req_ids),
                 preempted=tuple(sorted(output.preempted_req_ids)),
                 finished=tuple(sorted(output.finished_req_ids)),
-                adapters=adapters,
+                adapters=_adapters(requests[r] for r in output.num_scheduled_tokens),
+                running_adapters=_adapters(self.scheduler.running),
+                computed={r: requests[r].num_computed_tokens for r in output.num_scheduled_tokens},
+                held={r: len(blocks) for r, blocks in pool.held.items() if blocks},
                 running=(),
                 waiting=(),
                 free_blocks=0,
+                held_after=0,
             )
             self.scheduler.update_from_output(output, self._model_output(output))
             return attrs.evolve(
                 step,
                 running=tuple(r.request_id for r in self.scheduler.running),
                 waiting=tuple(r.request_id for r in self.scheduler.waiting),
-                free_blocks=len(self.scheduler.kv_cache_manager.free_ids),
+                free_blocks=len(pool.free_ids),
+                held_after=sum(len(blocks) for blocks in pool.held.values()),
             )
 
     def _model_output(self, output: Any) -> Fields:

@@ -3,8 +3,8 @@
 ``release_files("0.33.0", cache)`` runs ``pip download --no-deps`` for that
 release's wheel (once: a later call finds the files in ``cache``), checks each
 file the spike loads against the wheel's ``RECORD`` (so what runs is the
-release's file, byte for byte), unpacks only those files to
-``cache/vllm-VERSION/vllm/...`` and deletes the wheel. Nothing is installed and
+release's file, byte for byte), and unpacks only those files to
+``cache/vllm-VERSION/vllm/...``; the wheel is not kept. Nothing is installed and
 none of vLLM's dependencies are fetched.
 """
 
@@ -17,6 +17,7 @@ import io
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -50,27 +51,38 @@ def unpack(wheel_path: Path, target: Path) -> None:
             out.write_bytes(data)
 
 
+def _complete(target: Path) -> bool:
+    return all((target / "vllm" / relative).is_file() for relative, _ in FILES)
+
+
 def release_files(version: str, cache: Path, timeout: float = DOWNLOAD_SECONDS) -> Path:
-    """The folder holding release ``version``'s ``vllm`` files, downloaded once into ``cache``."""
+    """The folder holding release ``version``'s ``vllm`` files, downloaded once into ``cache``.
+
+    Each call works in its own temporary folder and moves the result into
+    place at the end, so two test runs sharing a cache never see each
+    other's half-unpacked files; the wheel goes with the temporary folder.
+    """
     target = cache / f"vllm-{version}"
-    if all((target / "vllm" / relative).is_file() for relative, _ in FILES):
+    if _complete(target):
         return target
-    wheels = cache / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
-    command += ["--disable-pip-version-check", "-q", "-d", str(wheels), f"vllm=={version}"]
-    try:
-        subprocess.run(command, check=True, timeout=timeout, capture_output=True)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
-        raise CheckoutError(f"pip download of vllm=={version} failed: {err}") from err
-    found = sorted(wheels.glob(f"vllm-{version}-*.whl"))
-    if not found:
-        raise CheckoutError(f"pip download of vllm=={version} left no wheel in {wheels}")
-    partial = cache / f"vllm-{version}.partial"
-    for stale in (partial, target):
-        shutil.rmtree(stale, ignore_errors=True)
-    unpack(found[0], partial)
-    partial.replace(target)  # a run stopped half-way leaves no half-unpacked release behind
-    for wheel in found:
-        wheel.unlink()
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=f".vllm-{version}-") as work:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
+        command += ["--disable-pip-version-check", "-q", "-d", work, f"vllm=={version}"]
+        try:
+            subprocess.run(command, check=True, timeout=timeout, capture_output=True)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+            raise CheckoutError(f"pip download of vllm=={version} failed: {err}") from err
+        found = sorted(Path(work).glob(f"vllm-{version}-*.whl"))
+        if not found:
+            raise CheckoutError(f"pip download of vllm=={version} left no wheel in {work}")
+        unpacked = Path(work) / "release"
+        unpack(found[0], unpacked)
+        if not _complete(target):
+            shutil.rmtree(target, ignore_errors=True)  # a stale, incomplete folder
+            try:
+                unpacked.rename(target)
+            except OSError:
+                if not _complete(target):  # not another run's complete copy: a real failure
+                    raise
     return target
