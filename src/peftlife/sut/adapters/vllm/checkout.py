@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
 from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn
 from peftlife.sut.adapters.vllm import blocks, standins
 
@@ -34,10 +35,6 @@ FILES = (
     ("v1/core/sched/scheduler.py", "vllm.v1.core.sched.scheduler"),
 )
 SCHEDULER = FILES[-1][1]
-
-
-class CheckoutError(ValueError):
-    """A checkout peftlife cannot load; the message names what is missing and where."""
 
 
 def find_package(path: Path) -> Path:
