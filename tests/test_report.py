@@ -743,7 +743,25 @@ def test_regression_test_passes_against_the_reference(regression_file: Path) -> 
     assert "1 passed" in run.stdout
 
 
-# ---- writing the three files ----
+def test_a_kept_test_whose_sut_cannot_be_imported_is_one_usage_line(
+    tmp_path: Path, outcome: Outcome
+) -> None:
+    """Bad input, not the defect still being there: pytest's usage error, as --peftlife-sut."""
+    gone = attrs.evolve(CASE, sut="gone.sched:Suspender")
+    path = tmp_path / "test_kept.py"
+    path.write_text(report.render_regression_test(gone, outcome), encoding="utf-8")
+    run = run_pytest(path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    output = (run.stdout + run.stderr).strip().splitlines()
+    (line,) = [line for line in output if "peftlife: error:" in line]
+    assert "'gone.sched:Suspender'" in line and "sys.path" in line
+    assert "Traceback" not in run.stdout + run.stderr
+    assert "ownership_follows_residency" not in run.stdout + run.stderr
+    # Replayed against a scheduler that loads, the same file runs: the check is the SUT's.
+    assert run_pytest(path, "--peftlife-sut", "reference").returncode == 0
+
+
+# ---- writing the files ----
 
 
 def test_write_gives_consistently_named_files(tmp_path: Path, outcome: Outcome) -> None:

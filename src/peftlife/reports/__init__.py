@@ -25,6 +25,7 @@ from peftlife.reports.regression import (
     CaseFailed,
     case_name,
     check_case,
+    is_kept_test,
     kept_test_name,
     render_regression_test,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "Step",
     "case_name",
     "check_case",
+    "is_kept_test",
     "kept_test_name",
     "load_json",
     "print_report",
