@@ -344,7 +344,7 @@ def append_markdown(text: str, path: str | None) -> Path | None:
 
 
 def write_json(summary: RunSummary | CampaignSummary | ExplorationSummary, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    reports.report_folder(path.parent)
     path.write_text(json.dumps(summary.to_json(), indent=1) + "\n", "utf-8")
 
 

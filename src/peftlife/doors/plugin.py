@@ -28,8 +28,11 @@ as properties in the JUnit XML (``--junitxml``).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 import time
 import traceback
+import types
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -93,7 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
     saved = None
     if url := _value(config, "peftlife_database"):
         try:
-            saved = database.open_database(url, local=_report_dir(config) / "database")
+            local = reports.report_folder(_report_dir(config)) / "database"
+            saved = database.open_database(url, local=local)
         except database.DatabaseError as err:
             raise pytest.UsageError(f"peftlife: error: {err}") from err
     session.begin(
@@ -231,6 +235,33 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if collection_path.resolve() == config.stash[_resolved_report_dir]:
         return True
     return None
+
+
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
+    """A kept regression test is imported under its whole path, not its bare file name.
+
+    Its name ends in the hash of its trace, so the same finding reported into two
+    folders (``peftlife-reports/`` and ``reports/``, or a copy kept in ``tests/``)
+    gives two files of one name, which pytest's default import would refuse as an
+    "import file mismatch".
+    """
+    if module_path.name.startswith(reports.KEPT_TEST_PREFIX) and module_path.suffix == ".py":
+        module: pytest.Module = _KeptTest.from_parent(parent, path=module_path)
+        return module
+    return None
+
+
+class _KeptTest(pytest.Module):
+    def _getobj(self) -> types.ModuleType:
+        name = f"{self.path.stem}@{self.path.parent}"  # unique per file, whatever its name
+        spec = importlib.util.spec_from_file_location(name, self.path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ from peftlife.search.trace import Outcome
 
 # ---- the regression test ----
 
-# The first line of a kept test's docstring: how the pytest plugin knows one.
+# How a kept test's file name begins, and the first line of its docstring: how the pytest
+# plugin knows one.
+KEPT_TEST_PREFIX = "test_peftlife_"
 KEPT_TEST_HEADLINE = "Regression test kept from a peftlife counterexample."
 _TEST_TEMPLATE = '''"""Regression test kept from a peftlife counterexample.
 

@@ -212,7 +212,7 @@ def _bisect_verdict(
 def _keep(prober: bisect.Prober, commit: bisect.Commit, report_dir: Path) -> Path | None:
     """A copy of a commit's files in the report directory, or None if it cannot be written."""
     try:
-        return prober.keep(commit, report_dir / f"bisect-{commit.short}")
+        return prober.keep(commit, reports.report_folder(report_dir) / f"bisect-{commit.short}")
     except OSError:
         return None
 

@@ -62,7 +62,7 @@ def settings(
     saved = None
     if url is not None:
         # A Redis database is mirrored in the report directory, so its saves survive losing it.
-        local = None if report_dir is None else report_dir / "database"
+        local = None if report_dir is None else reports.report_folder(report_dir) / "database"
         try:
             saved = database.open_database(url, local=local)
         except database.DatabaseError as err:

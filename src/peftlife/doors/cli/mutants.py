@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         path = Path(args.json)
         try:
-            gate.write(table, path)
+            gate.write(table, reports.report_folder(path.parent) / path.name)
             reports.write_index(path.parent)  # the report directory's index shows the gate
         except OSError as err:
             # The table above is the gate's verdict; its exit code stands.
