@@ -59,22 +59,27 @@ def write(case: Case, outcome: Outcome, directory: Path) -> dict[str, Path]:
     return paths
 
 
-def unwritable(directory: Path, option: str) -> str | None:
-    """Why report files could not be written in ``directory`` (made if missing), as the
-    one-line error for the front-door ``option`` that named it; None if they could.
+def unwritable(path: Path, option: str, kind: str = "directory") -> str | None:
+    """Why files could not be written in the directory ``path`` (made if missing), or as
+    the file ``path`` when ``kind`` is ``"file"``, as the one-line error for the
+    front-door ``option`` that named it; None if they could.
 
-    Checked before a search, so a finding is never lost to a bad directory.
+    Checked before a search, so a finding is never lost to a bad path.
 
     >>> unwritable(Path("."), "--report-dir")
+    >>> unwritable(Path("."), "--junit-xml", "file")
+    "--junit-xml '.' cannot be written: '.' is a directory; name a file you can write"
     """
-    existing = directory
+    existing = path if kind == "directory" else path.parent
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
-    if not existing.is_dir():
+    if kind == "file" and path.exists() and (path.is_dir() or not os.access(path, os.W_OK)):
+        why = f"{str(path)!r} is {'a directory' if path.is_dir() else 'not writable'}"
+    elif not existing.is_dir():
         what = "is a file" if existing.exists() else "does not exist"
         why = f"{str(existing)!r} {what}"
     elif not os.access(existing, os.W_OK | os.X_OK):
         why = f"{str(existing)!r} is not writable"
     else:
         return None
-    return f"{option} {str(directory)!r} cannot be written: {why}; name a directory you can write"
+    return f"{option} {str(path)!r} cannot be written: {why}; name a {kind} you can write"

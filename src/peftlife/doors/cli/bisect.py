@@ -25,8 +25,8 @@ from peftlife.doors.cli.common import (
     NewCommand,
     common_options,
     max_examples_option,
+    outputs_writable,
     shrink_timeout_option,
-    writable,
 )
 from peftlife.doors.cli.common import settings as common_settings
 from peftlife.doors.cli.tell import tell_case
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             scenarios.load("default" if args.scenario == ALL_SCENARIOS else args.scenario)
         except scenarios.ScenarioError as err:
             raise BadInput(str(err)) from err
-    writable(args.report_dir, "--report-dir")
+    outputs_writable(args)
     try:
         repo = bisect.Repo.open(Path(args.repo).expanduser())
         good, bad = repo.commit(args.good, "--good"), repo.commit(args.bad, "--bad")

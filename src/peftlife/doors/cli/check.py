@@ -26,10 +26,10 @@ from peftlife.doors.cli.common import (
     common_options,
     invariant_name,
     max_examples_option,
+    outputs_writable,
     settings,
     shrink_timeout_option,
     validate,
-    writable,
 )
 from peftlife.doors.cli.tell import for_ci, note_unchecked, tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     every = args.scenario == ALL_SCENARIOS
     validate(args.sut, "default" if every else args.scenario)
     report_dir = Path(args.report_dir)
-    writable(args.report_dir, "--report-dir")
+    outputs_writable(args)
     try:
         known = baseline.load(Path(args.baseline)) if args.baseline else frozenset()
     except baseline.BaselineError as err:

@@ -19,6 +19,7 @@ import hypothesis
 
 from peftlife import reports, sut
 from peftlife.checker import catalogue
+from peftlife.doors import ci_outputs
 from peftlife.search import database, profiles, scenarios, shrink
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -88,6 +89,18 @@ def validate(sut_spec: str, scenario: str | None = None) -> None:
 def writable(directory: str, option: str) -> None:
     if problem := reports.unwritable(Path(directory), option):
         raise BadInput(problem)
+
+
+def outputs_writable(args: argparse.Namespace) -> None:
+    """Every file the run will write can be: its report directory and its CI outputs.
+
+    Checked before any search, so a finding is never lost, nor its exit 1 turned into
+    a 2, by a path that could not be written.
+    """
+    if hasattr(args, "report_dir"):
+        writable(args.report_dir, "--report-dir")
+    if hasattr(args, "junit_xml"):
+        ci_outputs.refuse_unwritable(args)
 
 
 # ---- argparse types ----

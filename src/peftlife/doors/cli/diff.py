@@ -22,10 +22,10 @@ from peftlife.doors.cli.common import (
     budget,
     common_options,
     max_examples_option,
+    outputs_writable,
     settings,
     shrink_timeout_option,
     validate,
-    writable,
 )
 from peftlife.doors.cli.tell import warn_unreached, written
 from peftlife.doors.progress import progress
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     every = args.scenario == ALL_SCENARIOS
     validate(args.a, "default" if every else args.scenario)
     validate(args.b)
-    writable(args.report_dir, "--report-dir")
+    outputs_writable(args)
     report_dir = Path(args.report_dir)
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
     ignore = tuple(dict.fromkeys(args.ignore))

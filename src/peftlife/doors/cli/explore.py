@@ -23,6 +23,7 @@ from peftlife.doors.cli.common import (
     BadInput,
     NewCommand,
     common_options,
+    outputs_writable,
     positive,
     validate,
 )
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         config, scenario = case.config, args.scenario or case.scenario
     scenario = scenario or "default"
     validate(args.sut, scenario)
+    outputs_writable(args)
     s = scenarios.load(scenario)
     world = config or scenarios.smallest_world(s)
     prompts = _lengths("--prompt-lens", args.prompt_lens)
