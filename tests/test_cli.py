@@ -172,6 +172,40 @@ def test_replay_quiet_prints_nothing(finding: Finding, capsys: pytest.CaptureFix
     assert capsys.readouterr() == ("", "")
 
 
+def test_replay_takes_a_glob_of_reports_each_in_turn(
+    finding: Finding, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The README passes replay a glob: two findings fail again, each told, exit 1."""
+    other = tmp_path / "other.json"
+    other.write_text(finding.json.read_text("utf-8"), "utf-8")
+    assert cli.main(["replay", str(finding.json), str(other)]) == cli.EXIT_FOUND
+    out = capsys.readouterr().out
+    assert out.count("peftlife counterexample:") == 2
+    assert f"{other}:" in out
+    argv = ["replay", str(finding.json), str(other), "--sut", "reference"]
+    assert cli.main(argv) == cli.EXIT_HELD
+
+
+def test_replay_of_a_summary_names_the_findings_to_replay_instead(
+    finding: Finding, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _bad_input(capsys, ["replay", str(finding.directory / "summary.json")])
+    assert "is a run summary (peftlife check), not a finding" in line
+    assert str(finding.json) in line
+    assert "schema_version" not in line
+
+
+def test_replay_of_a_diff_report_says_what_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "d.json").write_text(
+        json.dumps({"diff_schema_version": 1, "sut_a": "reference", "sut_b": MUTANT}), "utf-8"
+    )
+    line = _bad_input(capsys, ["replay", str(tmp_path / "d.json")])
+    assert f"a diff report (reference against {MUTANT}), not a finding" in line
+    assert "'peftlife diff'" in line and "schema_version" not in line
+
+
 def test_the_same_json_replayed_twice_gives_identical_snapshots(finding: Finding) -> None:
     first = report.replay(report.load_json(finding.json))
     second = report.replay(report.load_json(finding.json))
