@@ -27,7 +27,7 @@ import pytest
 from peftlife import reports as report
 from peftlife import sut
 from peftlife.doors import cli
-from peftlife.search import gate, scenarios
+from peftlife.search import gate, profiles, scenarios
 from peftlife.sut import mutants
 from peftlife.sut.mutants import BY_NAME, Mutant
 from peftlife.sut.reference import ReferenceScheduler
@@ -615,3 +615,21 @@ def test_mutant_gate_fails_on_an_uncaught_or_misfiled_mutant(
     assert rows["misfiled"]["acceptable"] is False
     assert "unexpected" in _row_line(out, "misfiled")
     assert "the gate FAILED" in out
+
+
+# ---- what --help says ----
+
+
+@pytest.mark.parametrize("command", ["check", "diff"])
+def test_the_database_default_is_what_each_profile_keeps(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: no database)" not in text
+    assert ".hypothesis/ in the working directory under dev and nightly, none under ci" in text
+    # What the text says of the profiles is so: Hypothesis's own database, or none.
+    assert profiles.get("dev").database is not None
+    assert profiles.get("nightly").database is not None
+    assert profiles.get("ci").database is None

@@ -17,6 +17,7 @@ from peftlife.checker import invariants
 from peftlife.doors import baseline, ci_outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
+    DATABASE_DEFAULT,
     EXIT_FOUND,
     EXIT_HELD,
     SUT_HELP,
@@ -68,7 +69,7 @@ def add_parser(command: NewCommand) -> None:
         database={
             "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
             "failure found once (by any run pointing at it) is tried first; turns "
-            "derandomization off, --seed still fixes the search (default: no database)"
+            f"derandomization off, --seed still fixes the search ({DATABASE_DEFAULT})"
         },
     )
     check.set_defaults(run=run)

@@ -25,6 +25,11 @@ from peftlife.search import database, profiles, scenarios, shrink
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 ALL_SCENARIOS = scenarios.ALL
 SUT_HELP = f"the scheduler: {sut.FORMS}"
+# Without --database a search keeps the profile's: Hypothesis's own under dev and nightly.
+DATABASE_DEFAULT = (
+    "default: the profile's, Hypothesis's .hypothesis/ in the working directory under dev "
+    "and nightly, none under ci"
+)
 
 # Adds a command to ``peftlife``, by its name and its one line of help.
 NewCommand = Callable[[str, str], argparse.ArgumentParser]
@@ -223,7 +228,7 @@ def _common_specs() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
                 "metavar": "URL",
                 "default": None,
                 "help": "Hypothesis's example database: a directory or redis://host:port/db "
-                "(default: none)",
+                f"({DATABASE_DEFAULT})",
             },
         ),
     }

@@ -16,6 +16,7 @@ from peftlife import reports, sut
 from peftlife.doors import ci_outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
+    DATABASE_DEFAULT,
     EXIT_FOUND,
     EXIT_HELD,
     NewCommand,
@@ -60,7 +61,7 @@ def add_parser(command: NewCommand) -> None:
         quiet={"help": "no progress, no side-by-side story"},
         database={
             "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
-            "divergence found once is tried first (default: no database)"
+            f"divergence found once is tried first ({DATABASE_DEFAULT})"
         },
     )
     p.set_defaults(run=run)
