@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,13 @@ from peftlife.doors import cli
 from peftlife.search import bisect
 
 SUBJECTS = bisect_repo.SUBJECTS
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bisect without --report-dir writes ./peftlife-reports: never into the checkout.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
 
 
 @pytest.fixture(scope="module")
@@ -146,13 +154,18 @@ def test_bisect_bad_input_exits_2(
     assert len(err.splitlines()) == 1 and says in err, err
 
 
-def test_a_range_of_one_commit_names_it(repo: tuple[Path, list[str]], case: Path) -> None:
+def test_a_range_of_one_commit_names_it(
+    repo: tuple[Path, list[str]], case: Path, tmp_path: Path
+) -> None:
     path, shas = repo
     code, out = run(
         "bisect", "--repo", str(path), "--good", "main~4", "--bad", "main~3", "--case", str(case)
     )
     assert code == 0, out
     assert f"first bad commit: {shas[4]}" in out
+    # Its reports went to the default folder, in the working directory, which git ignores.
+    assert (tmp_path / "peftlife-reports" / ".gitignore").is_file()
+    assert list((tmp_path / "peftlife-reports").glob("bisect-*"))
 
 
 def test_bisect_refuses_what_is_not_a_repository(
