@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -237,3 +238,52 @@ def test_every_probed_commit_is_searched_with_one_seed(
     )
     assert code == 0, out
     assert len(seeds) >= 3 and len(set(seeds)) == 1 and seeds[0] is not None, seeds
+
+
+# ---- a scheduler written to the protocol ----
+
+PROTOCOL_VERSIONS = (
+    ("A suspender", "from peftlife.sut.reference import ReferenceScheduler as Suspender\n"),
+    ("Suspend: a comment", "# Suspends the last started request.\n"),
+    (
+        "Suspend: keep the adapter",
+        'from peftlife.sut.mutants import BY_NAME\n\nSuspender = BY_NAME["no_release_on_suspend"]'
+        ".scheduler\n",
+    ),
+    ("Suspend: another comment", "# Still suspends the last started request.\n"),
+)
+
+
+def test_bisect_a_protocol_scheduler_imports_each_commit_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--sut-prefix mypkg.sched:Suspender``: each commit's ``mypkg`` is imported afresh."""
+    from tests.test_report import CASE
+
+    from peftlife import reports
+
+    repo = tmp_path / "project"
+    (repo / "mypkg").mkdir(parents=True)
+    bisect_repo._git(repo, "init", "-q", "-b", "main")
+    (repo / "mypkg" / "__init__.py").write_text("")
+    source = ""
+    for when, (subject, text) in enumerate(PROTOCOL_VERSIONS):
+        source = text if "import" in text else source + text
+        (repo / "mypkg" / "sched.py").write_text(source, "utf-8")
+        bisect_repo._git(repo, "add", "-A")
+        bisect_repo._git(repo, "commit", "-q", "-m", subject, when=when)
+    shas = bisect_repo._git(repo, "rev-list", "--reverse", "main").split()
+    case = reports.write(CASE, reports.replay(CASE), tmp_path / "nightly")["json"]
+    code, out = run(
+        *("bisect", "--repo", str(repo), "--good", shas[0], "--bad", "main"),
+        *("--case", str(case), "--sut-prefix", "mypkg.sched:Suspender", "--path", "mypkg"),
+        *("--report-dir", str(tmp_path / "reports")),
+    )
+    assert code == 0, out
+    assert f"first bad commit: {shas[2]} Suspend: keep the adapter" in out
+    assert "the case replays and every invariant holds" in out
+    assert "mypkg" not in sys.modules  # each commit's package was imported and let go
+    (report,) = (tmp_path / "reports").glob("mypkg_*.json")
+    spec = json.loads(report.read_text("utf-8"))["sut"]
+    assert spec.startswith("mypkg.sched:Suspender@") and spec.endswith(f"bisect-{shas[2][:10]}")
+    assert run("replay", str(report), "-q")[0] == 1  # from the folder kept beside it

@@ -54,7 +54,8 @@ def add_parser(command: NewCommand) -> None:
         metavar="PREFIX",
         default=bisect.DEFAULT_PREFIX,
         help="the SUT string of each commit: this prefix, then the folder its files are written "
-        "to (or the folder in place of {}, as in 'trtllm:{}:ClassName')",
+        "to (or the folder in place of {}, as in 'trtllm:{}:ClassName'); a scheduler written "
+        "to the protocol, 'package.module:attr', is imported from that folder",
     )
     p.add_argument(
         "--path",
