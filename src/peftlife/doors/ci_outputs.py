@@ -35,7 +35,7 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +111,7 @@ def write(outputs: CiOutputs, args: argparse.Namespace) -> None:
     a found bug still exits 1.
     """
     summary, junit = outputs.summary, args.junit_xml
-    writes = [lambda: append_markdown(outputs.markdown, args.summary)]
+    writes: list[Callable[[], object]] = [lambda: append_markdown(outputs.markdown, args.summary)]
     if summary is not None:
         writes.insert(0, lambda: write_json(summary, Path(args.report_dir) / "summary.json"))
     if junit:
