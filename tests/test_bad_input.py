@@ -646,6 +646,70 @@ def test_a_finding_whose_reports_cannot_be_written_is_printed_and_exits_1(
     )
 
 
+@pytest.mark.parametrize(
+    ("option", "path", "hint"),
+    [
+        ("--junit-xml", "afile/junit.xml", "'afile' is a file"),
+        ("--summary", "afile/summary.md", "'afile' is a file"),
+        ("--summary", "adir", "'adir' is a directory"),
+    ],
+)
+@pytest.mark.parametrize("command", ["check", "explore", "diff", "mutants"])
+def test_an_unwritable_ci_output_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    option: str,
+    path: str,
+    hint: str,
+) -> None:
+    """As a report directory is: after the run it would turn a found bug's 1 into a 2."""
+    _no_search(monkeypatch)
+    monkeypatch.setattr(gate, "run_gate", lambda *a, **k: pytest.fail("the gate ran"))
+    monkeypatch.setattr(cli.explore, "explore", lambda *a, **k: pytest.fail("explore ran"))
+    monkeypatch.setattr(cli.diff.diff, "find", lambda *a, **k: pytest.fail("diff searched"))
+    Path("afile").write_text("not a directory\n")
+    Path("adir").mkdir()
+    argv = {"diff": ["diff", "reference", "reference"]}.get(command, [command])
+    _refused(capsys, [*argv, option, path], f"{option} {path!r}", hint)
+
+
+def test_a_step_summary_from_the_environment_is_checked_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_search(monkeypatch)
+    Path("adir").mkdir()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", "adir")
+    _refused(capsys, ["check"], "$GITHUB_STEP_SUMMARY 'adir'", "'adir' is a directory")
+
+
+def test_explore_refuses_an_unwritable_report_dir_before_exploring(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli.explore, "explore", lambda *a, **k: pytest.fail("explore ran"))
+    Path("afile").write_text("")
+    _refused(capsys, ["explore", "--report-dir", "afile/r"], "--report-dir 'afile/r'")
+
+
+def test_a_finding_whose_junit_cannot_be_written_after_the_search_still_exits_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The path passed the check before the search, then went away: the verdict stands.
+    argv = ["check", "--sut", "tests.bad_schedulers:Raising", "--profile", "ci", "-q"]
+    real = check.search
+
+    def search_then_block(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        Path("gone").write_text("now a file\n")
+        return result
+
+    monkeypatch.setattr(check, "search", search_then_block)
+    code, out, err = _main(capsys, [*argv, "--report-dir", "r", "--junit-xml", "gone/j.xml"])
+    assert code == cli.EXIT_FOUND, (out, err)
+    assert err.strip().startswith("peftlife: could not write gone"), err
+    assert (Path("r") / "summary.json").is_file()
+
+
 def test_an_unwritable_mutants_json_is_refused_before_the_gate(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

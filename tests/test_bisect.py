@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +23,13 @@ from peftlife.doors import cli
 from peftlife.search import bisect
 
 SUBJECTS = bisect_repo.SUBJECTS
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bisect without --report-dir writes ./peftlife-reports: never into the checkout.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
 
 
 @pytest.fixture(scope="module")
@@ -146,13 +155,18 @@ def test_bisect_bad_input_exits_2(
     assert len(err.splitlines()) == 1 and says in err, err
 
 
-def test_a_range_of_one_commit_names_it(repo: tuple[Path, list[str]], case: Path) -> None:
+def test_a_range_of_one_commit_names_it(
+    repo: tuple[Path, list[str]], case: Path, tmp_path: Path
+) -> None:
     path, shas = repo
     code, out = run(
         "bisect", "--repo", str(path), "--good", "main~4", "--bad", "main~3", "--case", str(case)
     )
     assert code == 0, out
     assert f"first bad commit: {shas[4]}" in out
+    # Its reports went to the default folder, in the working directory, which git ignores.
+    assert (tmp_path / "peftlife-reports" / ".gitignore").is_file()
+    assert list((tmp_path / "peftlife-reports").glob("bisect-*"))
 
 
 def test_bisect_refuses_what_is_not_a_repository(
@@ -224,3 +238,52 @@ def test_every_probed_commit_is_searched_with_one_seed(
     )
     assert code == 0, out
     assert len(seeds) >= 3 and len(set(seeds)) == 1 and seeds[0] is not None, seeds
+
+
+# ---- a scheduler written to the protocol ----
+
+PROTOCOL_VERSIONS = (
+    ("A suspender", "from peftlife.sut.reference import ReferenceScheduler as Suspender\n"),
+    ("Suspend: a comment", "# Suspends the last started request.\n"),
+    (
+        "Suspend: keep the adapter",
+        'from peftlife.sut.mutants import BY_NAME\n\nSuspender = BY_NAME["no_release_on_suspend"]'
+        ".scheduler\n",
+    ),
+    ("Suspend: another comment", "# Still suspends the last started request.\n"),
+)
+
+
+def test_bisect_a_protocol_scheduler_imports_each_commit_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--sut-prefix mypkg.sched:Suspender``: each commit's ``mypkg`` is imported afresh."""
+    from tests.test_report import CASE
+
+    from peftlife import reports
+
+    repo = tmp_path / "project"
+    (repo / "mypkg").mkdir(parents=True)
+    bisect_repo._git(repo, "init", "-q", "-b", "main")
+    (repo / "mypkg" / "__init__.py").write_text("")
+    source = ""
+    for when, (subject, text) in enumerate(PROTOCOL_VERSIONS):
+        source = text if "import" in text else source + text
+        (repo / "mypkg" / "sched.py").write_text(source, "utf-8")
+        bisect_repo._git(repo, "add", "-A")
+        bisect_repo._git(repo, "commit", "-q", "-m", subject, when=when)
+    shas = bisect_repo._git(repo, "rev-list", "--reverse", "main").split()
+    case = reports.write(CASE, reports.replay(CASE), tmp_path / "nightly")["json"]
+    code, out = run(
+        *("bisect", "--repo", str(repo), "--good", shas[0], "--bad", "main"),
+        *("--case", str(case), "--sut-prefix", "mypkg.sched:Suspender", "--path", "mypkg"),
+        *("--report-dir", str(tmp_path / "reports")),
+    )
+    assert code == 0, out
+    assert f"first bad commit: {shas[2]} Suspend: keep the adapter" in out
+    assert "the case replays and every invariant holds" in out
+    assert "mypkg" not in sys.modules  # each commit's package was imported and let go
+    (report,) = (tmp_path / "reports").glob("mypkg_*.json")
+    spec = json.loads(report.read_text("utf-8"))["sut"]
+    assert spec.startswith("mypkg.sched:Suspender@") and spec.endswith(f"bisect-{shas[2][:10]}")
+    assert run("replay", str(report), "-q")[0] == 1  # from the folder kept beside it

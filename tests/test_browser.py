@@ -140,11 +140,34 @@ def test_violating_cell_is_visible_and_outlined(page_of: Any, report_dir: Path) 
     assert "expected" in note.inner_text() and "found" in note.inner_text()
 
 
+def test_the_violating_iteration_is_open_and_says_why_without_a_click(
+    page_of: Any, report_dir: Path
+) -> None:
+    page = page_of(_finding(report_dir))
+    iteration = page.locator("td.violating").first.get_attribute("data-iteration")
+    detail = page.locator(f'section.detail[data-iteration="{iteration}"]')
+    assert detail.is_visible()
+    assert page.locator("section.detail:visible").count() == 1
+    text = detail.inner_text()
+    assert "expected paused (started, KV suspended), found active" in " ".join(text.split())
+    # The decisive fact, as the terminal story says it: the suspend, and no PEFT call.
+    assert "suspend_request(1)" in text and "scheduler PEFT calls: none" in text
+    decisive = page.locator("header .decisive")
+    assert decisive.is_visible() and "scheduler PEFT calls: none" in decisive.inner_text()
+    # Its column is marked as a click would mark it.
+    assert "selected" in (
+        page.locator(f'th.col[data-iteration="{iteration}"]').get_attribute("class") or ""
+    )
+
+
 def test_clicking_a_column_opens_its_calls(page_of: Any, report_dir: Path) -> None:
     page = page_of(_finding(report_dir))
     iteration = page.locator("td.violating").first.get_attribute("data-iteration")
     detail = page.locator(f'section.detail[data-iteration="{iteration}"]')
-    assert not detail.is_visible()
+    other = page.locator('section.detail[data-iteration="1"]')
+    assert iteration != "1" and not other.is_visible()
+    page.click('th.col[data-iteration="1"] button')
+    assert other.is_visible() and not detail.is_visible()
     page.click(f'th.col[data-iteration="{iteration}"] button')
     assert detail.is_visible()
     text = detail.inner_text()
@@ -204,6 +227,15 @@ def test_an_overlap_batch_is_one_band_across_its_two_iterations(
     title = page.locator(f'{row} td[data-iteration="3"]').get_attribute("title") or ""
     assert "in flight: launched in iteration 2, read back in 3" in title
     assert page.seen["errors"] == []
+
+
+def test_the_index_says_when_and_what_was_expected_and_found(
+    page_of: Any, report_dir: Path
+) -> None:
+    page = page_of(report_dir / "index.html")
+    assert "index written 20" in page.locator("p.when").inner_text()
+    row = page.locator("table.findings tr").nth(1).inner_text()
+    assert "paused (started, KV suspended)" in row and "active" in row and "UTC" in row
 
 
 def test_index_opens_offline(page_of: Any, report_dir: Path) -> None:

@@ -27,7 +27,7 @@ import pytest
 from peftlife import reports as report
 from peftlife import sut
 from peftlife.doors import cli
-from peftlife.search import gate, scenarios
+from peftlife.search import gate, profiles, scenarios
 from peftlife.sut import mutants
 from peftlife.sut.mutants import BY_NAME, Mutant
 from peftlife.sut.reference import ReferenceScheduler
@@ -113,8 +113,9 @@ def test_check_against_the_mutant_exits_1_and_writes_every_report(finding: Findi
     assert 1 <= len(data["actions"]) <= 12, len(data["actions"])
     markdown = finding.markdown.read_text("utf-8")
     assert f"`{invariant}` violated" in markdown
-    assert f"peftlife replay {finding.json.name}" in markdown
-    assert finding.test.name in markdown
+    # As the report folder was named (here an absolute path): the line runs as written.
+    assert f"peftlife replay {finding.json}" in markdown
+    assert str(finding.test) in markdown
     # Without -q the story comes first; then a summary line names every report it wrote.
     assert f"peftlife counterexample: {invariant}" in finding.stdout
     assert "counterexample found after" in finding.stdout
@@ -169,6 +170,40 @@ def test_replay_exits_0_against_the_reference(
 def test_replay_quiet_prints_nothing(finding: Finding, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["replay", "-q", str(finding.json)]) == cli.EXIT_FOUND
     assert capsys.readouterr() == ("", "")
+
+
+def test_replay_takes_a_glob_of_reports_each_in_turn(
+    finding: Finding, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The README passes replay a glob: two findings fail again, each told, exit 1."""
+    other = tmp_path / "other.json"
+    other.write_text(finding.json.read_text("utf-8"), "utf-8")
+    assert cli.main(["replay", str(finding.json), str(other)]) == cli.EXIT_FOUND
+    out = capsys.readouterr().out
+    assert out.count("peftlife counterexample:") == 2
+    assert f"{other}:" in out
+    argv = ["replay", str(finding.json), str(other), "--sut", "reference"]
+    assert cli.main(argv) == cli.EXIT_HELD
+
+
+def test_replay_of_a_summary_names_the_findings_to_replay_instead(
+    finding: Finding, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _bad_input(capsys, ["replay", str(finding.directory / "summary.json")])
+    assert "is a run summary (peftlife check), not a finding" in line
+    assert str(finding.json) in line
+    assert "schema_version" not in line
+
+
+def test_replay_of_a_diff_report_says_what_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "d.json").write_text(
+        json.dumps({"diff_schema_version": 1, "sut_a": "reference", "sut_b": MUTANT}), "utf-8"
+    )
+    line = _bad_input(capsys, ["replay", str(tmp_path / "d.json")])
+    assert f"a diff report (reference against {MUTANT}), not a finding" in line
+    assert "'peftlife diff'" in line and "schema_version" not in line
 
 
 def test_the_same_json_replayed_twice_gives_identical_snapshots(finding: Finding) -> None:
@@ -445,8 +480,8 @@ def test_check_reference_quiet_exits_0_and_prints_nothing(
     argv = ["check", "--sut", "reference", "--profile", "dev", "-q", "--report-dir", "out"]
     assert cli.main(argv) == cli.EXIT_HELD
     assert capsys.readouterr() == ("", "")
-    # A passing run writes its summary and nothing else.
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["summary.json"]
+    # A passing run writes its summary and nothing else, in a folder git ignores.
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".gitignore", "summary.json"]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text("utf-8"))
     assert summary["ok"] is True
     assert summary["findings"] == []
@@ -580,3 +615,21 @@ def test_mutant_gate_fails_on_an_uncaught_or_misfiled_mutant(
     assert rows["misfiled"]["acceptable"] is False
     assert "unexpected" in _row_line(out, "misfiled")
     assert "the gate FAILED" in out
+
+
+# ---- what --help says ----
+
+
+@pytest.mark.parametrize("command", ["check", "diff"])
+def test_the_database_default_is_what_each_profile_keeps(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: no database)" not in text
+    assert ".hypothesis/ in the working directory under dev and nightly, none under ci" in text
+    # What the text says of the profiles is so: Hypothesis's own database, or none.
+    assert profiles.get("dev").database is not None
+    assert profiles.get("nightly").database is not None
+    assert profiles.get("ci").database is None

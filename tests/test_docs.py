@@ -14,9 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+import peftlife
+from peftlife import reports
+from peftlife.doors.cli.tell import warn_unreached
 from peftlife.search import profiles
-from peftlife.search.hunt import search
+from peftlife.search.hunt import SearchResult, search
 from peftlife.search.scenarios import load, shipped_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +37,13 @@ def blocks(text: str) -> list[tuple[str, str]]:
 # ---- the skeleton ----
 
 
+def warning_of(result: SearchResult) -> str:
+    """The warning ``check`` prints for a run that held, as one line."""
+    console = Console(record=True, width=1000)
+    warn_unreached(result, console)
+    return console.export_text().strip()
+
+
 @pytest.mark.parametrize("scenario", shipped_names())
 def test_the_skeleton_holds_in_every_shipped_scenario(scenario: str) -> None:
     result = search("docs.examples.skeleton:Skeleton", scenario, profiles.get("ci"), shrink=False)
@@ -40,6 +51,48 @@ def test_the_skeleton_holds_in_every_shipped_scenario(scenario: str) -> None:
     assert result.examples >= 100
     # It really runs requests to completion (a scheduler that did nothing would fail the drain).
     assert result.coverage["rule: step"] > 0
+    if scenario == "kv-pressure":  # the page's "Try it": it shows the warning check prints
+        page = (ROOT / "docs" / "skeleton.md").read_text("utf-8")
+        assert warning_of(result) in page
+
+
+def test_the_readme_shows_the_warning_make_check_prints() -> None:
+    result = search("reference", "default", profiles.get("ci"), shrink=False)
+    assert result.held and (warning := warning_of(result))
+    sample = next(body for _, body in blocks(README) if body.startswith("held: "))
+    assert sample.splitlines()[1] == warning
+
+
+def test_every_type_the_protocol_names_is_importable_from_peftlife() -> None:
+    page = (ROOT / "docs" / "protocol.md").read_text("utf-8")
+    assert "Everything below is importable from `peftlife`." in page
+    named = set(re.findall(r"`([A-Z][A-Za-z]+)`", page))
+    named -= {"None", "True", "False", "SystemExit"}
+    assert {"KVCacheManager", "PeftCacheManager", "Environment"} <= named
+    for name in named:
+        assert hasattr(peftlife, name), name
+
+
+def test_no_page_installs_peftlife_from_an_index() -> None:
+    """peftlife is on no package index: every install names a checkout."""
+    for path in [ROOT / "README.md", *DOCS]:
+        for line in path.read_text("utf-8").splitlines():
+            command = line.partition("pip install")[2].partition("#")[0]
+            for word in command.replace("`", " ").split():
+                assert not word.strip("'\"").startswith("peftlife"), (path.name, line)
+
+
+def test_the_reports_page_names_every_file_a_finding_writes(tmp_path: Path) -> None:
+    from tests.test_report import CASE
+
+    page = (ROOT / "docs" / "reports.md").read_text("utf-8")
+    outcome = reports.replay(CASE)
+    paths = reports.write(CASE, outcome, tmp_path)
+    name = reports.case_name(CASE, outcome)
+    files = [p.name.replace(name, "<name>") for key, p in paths.items() if key != "index"]
+    assert len(files) == 4 and "Each finding writes four files" in page
+    for file in [*files, "index.html"]:
+        assert f"`{file}`" in page, file
 
 
 def test_the_skeleton_page_says_it_holds_under_the_overlap_executor() -> None:

@@ -6,6 +6,8 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from rich.console import Console
 
 from peftlife.doors import cli
 from peftlife.doors.cli.tell import warn_unreached
+from peftlife.doors.progress import Tick
 from peftlife.search.hunt import SearchResult
 from peftlife.search.machine import COVERAGE_LABELS
 
@@ -39,6 +42,22 @@ def test_explore_the_reference_holds(capsys: pytest.CaptureFixture[str], tmp_pat
     out = capsys.readouterr().out
     assert code == cli.EXIT_HELD
     assert "no violation up to depth 2" in out and "states" in out
+
+
+def test_explore_s_progress_counts_the_states_as_they_are_explored(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[int, int]] = []
+
+    @contextmanager
+    def recorded(*args: Any, **kwargs: Any) -> Iterator[Tick]:
+        assert kwargs["unit"] == "states"
+        yield Tick(lambda done, iterations, phase: seen.append((done, iterations)))
+
+    monkeypatch.setattr(cli.explore, "progress", recorded)
+    assert cli.main(["explore", "--scenario", "kv-pressure", "--depth", "2"]) == cli.EXIT_HELD
+    explored = int(capsys.readouterr().out.split("explored ")[1].split()[0])
+    assert [done for done, _ in seen] == list(range(2, explored + 1))
 
 
 def test_explore_a_mutant_reports_a_shortest_counterexample(

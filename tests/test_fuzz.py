@@ -250,11 +250,19 @@ def test_unreachable_redis_at_start_is_exit_2_with_the_url_and_a_fix(tmp_path: P
 
 def test_redis_lost_mid_run_keeps_every_finding(redis_server: RedisServer, tmp_path: Path) -> None:
     cmd = _fuzz_command(
-        "--sut", MUTANT, "--scenario", "default", "--workers", "1", "--duration", "6",
+        "--sut", MUTANT, "--scenario", "default", "--workers", "1", "--max-examples", "40",
         "--seed", "3", "--database", redis_server.url, cwd=tmp_path,
     )  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
-    time.sleep(2.5)
+    # Lost mid-run: once the campaign has saved to it. Bounded by examples, not seconds,
+    # the campaign still has examples to run then, however loaded the machine is.
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url, socket_connect_timeout=0.2)
+    deadline = time.monotonic() + 60
+    while not client.dbsize() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and client.dbsize(), "the campaign saved nothing while it ran"
     redis_server.stop()
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out

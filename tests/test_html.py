@@ -9,6 +9,7 @@ intended change, regenerate it and read the diff::
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -85,6 +86,36 @@ def test_the_page_says_what_a_person_needs(replayed: dict[str, Outcome]) -> None
     assert "state: GENERATION_IN_PROGRESS" in page
     assert "prefill: 1/1" in page
     assert "target: SUSPENDED (was ACTIVE)" in page
+
+
+def test_the_violating_iteration_is_open_with_its_calls_as_the_story_words_them(
+    replayed: dict[str, Outcome],
+) -> None:
+    outcome = replayed["step"]
+    page = render_html(CASE, outcome)
+    (violation,) = outcome.violations
+    sections = re.findall(r'<section class="detail"[^>]*data-iteration="(\d+)"([^>]*)>', page)
+    assert sections == [("1", " hidden"), (str(violation.iteration), "")]
+    opened = page.split(f'id="iteration-{violation.iteration}"')[1].split("</section>")[0]
+    assert f"expected {html.escape(violation.expected)}, found <b>{violation.found}</b>" in opened
+    # The story's words for the missing call, at the top of the page and in the open detail.
+    story = report.terminal_text(CASE, outcome, width=100)
+    assert "scheduler PEFT calls: none" in story
+    said = '<span class="label">scheduler PEFT calls:</span> <code>none</code>'
+    header = page.split("</header>")[0]
+    assert said in header and said in opened
+    assert "suspend_request(1)" in header
+
+
+def test_a_page_that_held_opens_no_iteration() -> None:
+    held = attrs.evolve(CASE, sut="reference")
+    outcome = report.replay(held)
+    assert outcome.held
+    page = render_html(held, outcome)
+    assert 'class="decisive"' not in page
+    assert all(
+        "hidden" in attrs_ for attrs_ in re.findall(r'<section class="detail"([^>]*)>', page)
+    )
 
 
 # ---- the overlap executor ----
@@ -235,6 +266,10 @@ def test_index_lists_every_finding_and_the_gate(
     assert f'href="{paths["html"].name}"' in index
     assert f'href="{drain_paths["html"].name}"' in index
     assert "findings (2)" in index
+    # When, and what was expected and found, without opening a finding.
+    assert re.search(r"index written \d{4}-\d\d-\d\d \d\d:\d\d UTC", index)
+    (violation,) = outcome.violations
+    assert html.escape(violation.expected) in index and f"<b>{violation.found}</b>" in index
     assert "mutant gate" in index and "no_release_on_suspend" in index
     assert "the reference held and every mutant was caught" in index
 

@@ -274,6 +274,29 @@ def test_bad_input_is_a_usage_error_with_one_line(
     assert not any("passed" in line for line in output)
 
 
+@pytest.mark.parametrize(
+    ("sut_spec", "scenario", "fix"),
+    [
+        ("nosuch.mod:X", "kv-pressure", "sys.path"),
+        ("reference", "no-such-scenario", "no-such-scenario"),
+    ],
+)
+def test_a_machine_naming_bad_input_is_a_usage_error_with_one_line(
+    pytester: pytest.Pytester, sut_spec: str, scenario: str, fix: str
+) -> None:
+    pytester.makepyfile(
+        test_mine="from peftlife import lifecycle_machine\n\n"
+        f"TestMine = lifecycle_machine({sut_spec!r}, {scenario!r}).TestCase\n",
+        test_ok="def test_ok():\n    pass\n",
+    )
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = [*result.stdout.lines, *result.stderr.lines]
+    (line,) = [line for line in output if "peftlife: error:" in line]
+    assert "test_mine.py" in line and fix in line
+    assert not any("Traceback" in line or "-v for the traceback" in line for line in output)
+
+
 FIXTURES_TEST = """
 def test_fixture_values(peftlife_sut, peftlife_scenario):
     assert peftlife_sut == {sut!r}

@@ -743,7 +743,37 @@ def test_regression_test_passes_against_the_reference(regression_file: Path) -> 
     assert "1 passed" in run.stdout
 
 
-# ---- writing the three files ----
+def test_one_finding_kept_in_two_folders_collects_as_two_tests(
+    tmp_path: Path, outcome: Outcome
+) -> None:
+    """The same file name in two folders (the shrinks converge): no import file mismatch."""
+    first = report.write(CASE, outcome, tmp_path / "reports")["test"]
+    second = report.write(CASE, outcome, tmp_path / "kept")["test"]
+    assert first.name == second.name
+    run = run_pytest(tmp_path / "reports", "kept")
+    assert "mismatch" not in run.stdout + run.stderr
+    assert run.returncode == 1 and "2 failed" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_kept_test_whose_sut_cannot_be_imported_is_one_usage_line(
+    tmp_path: Path, outcome: Outcome
+) -> None:
+    """Bad input, not the defect still being there: pytest's usage error, as --peftlife-sut."""
+    gone = attrs.evolve(CASE, sut="gone.sched:Suspender")
+    path = tmp_path / "test_kept.py"
+    path.write_text(report.render_regression_test(gone, outcome), encoding="utf-8")
+    run = run_pytest(path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    output = (run.stdout + run.stderr).strip().splitlines()
+    (line,) = [line for line in output if "peftlife: error:" in line]
+    assert "'gone.sched:Suspender'" in line and "sys.path" in line
+    assert "Traceback" not in run.stdout + run.stderr
+    assert "ownership_follows_residency" not in run.stdout + run.stderr
+    # Replayed against a scheduler that loads, the same file runs: the check is the SUT's.
+    assert run_pytest(path, "--peftlife-sut", "reference").returncode == 0
+
+
+# ---- writing the files ----
 
 
 def test_write_gives_consistently_named_files(tmp_path: Path, outcome: Outcome) -> None:
@@ -758,9 +788,11 @@ def test_write_gives_consistently_named_files(tmp_path: Path, outcome: Outcome) 
         "html": f"{name}.html",
         "index": "index.html",
     }
+    # A folder it made is ignored by git, as .hypothesis/ is.
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == sorted(
-        p.name for p in paths.values()
+        [".gitignore", *(p.name for p in paths.values())]
     )
+    assert (tmp_path / "reports" / ".gitignore").read_text("utf-8").endswith("\n*\n")
     assert report.load_json(paths["json"]) == CASE
     assert json.loads(paths["json"].read_text("utf-8")) == json.loads(
         json.dumps(report.to_json(CASE, outcome))
@@ -768,8 +800,24 @@ def test_write_gives_consistently_named_files(tmp_path: Path, outcome: Outcome) 
     assert paths["test"].read_text("utf-8") == report.render_regression_test(CASE, outcome)
     md = paths["markdown"].read_text("utf-8")
     assert md.startswith(report.render_markdown(CASE, outcome).rstrip())
-    assert f"`peftlife replay {name}.json`" in md
-    assert f"`test_peftlife_{name}.py`" in md
+    # Paths as the folder was named: here absolute, so they run from anywhere.
+    assert f"`peftlife replay {paths['json']}`" in md
+    assert f"`{paths['test']}`" in md
+
+
+def test_a_folder_that_was_there_gets_no_gitignore(tmp_path: Path, outcome: Outcome) -> None:
+    report.write(CASE, outcome, tmp_path)
+    assert not (tmp_path / ".gitignore").exists()
+
+
+def test_the_replay_line_runs_from_where_the_command_ran(
+    tmp_path: Path, outcome: Outcome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    paths = report.write(CASE, outcome, Path("out") / "reports")
+    replay_line = f"peftlife replay {Path('out') / 'reports' / paths['json'].name}"
+    assert f"`{replay_line}`" in paths["markdown"].read_text("utf-8")
+    assert replay_line in paths["html"].read_text("utf-8")
 
 
 def test_write_names_do_not_collide_across_invariants(

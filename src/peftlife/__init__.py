@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from peftlife.sut.reference import ReferenceScheduler
     from peftlife.world.config import EngineConfig
     from peftlife.world.engine import Engine
+    from peftlife.world.kv import KVCacheManager
+    from peftlife.world.peft import PeftCacheManager
     from peftlife.world.protocol import Environment, Scheduler, SchedulerConfig, SchedulerOutput
     from peftlife.world.request import LlmRequestState, Request
 
@@ -28,8 +30,10 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "Environment",
+    "KVCacheManager",
     "LifecycleFailure",
     "LlmRequestState",
+    "PeftCacheManager",
     "ReferenceScheduler",
     "Request",
     "Scheduler",
@@ -48,6 +52,8 @@ _HOMES = {
     "ReferenceScheduler": "peftlife.sut.reference",
     "EngineConfig": "peftlife.world.config",
     "Engine": "peftlife.world.engine",
+    "KVCacheManager": "peftlife.world.kv",
+    "PeftCacheManager": "peftlife.world.peft",
     "Environment": "peftlife.world.protocol",
     "Scheduler": "peftlife.world.protocol",
     "SchedulerConfig": "peftlife.world.protocol",

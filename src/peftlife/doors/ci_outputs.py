@@ -35,7 +35,7 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 
 class CiOutputError(Exception):
-    """A step summary or JUnit file that cannot be written: bad input, exit 2."""
+    """A step summary or JUnit file that cannot be written, found before the run: exit 2."""
 
 
 # ---- what a command tells CI, and where it goes ----
@@ -87,25 +87,42 @@ class CiOutputs:
     summary: RunSummary | CampaignSummary | ExplorationSummary | None = None
 
 
+def refuse_unwritable(args: argparse.Namespace) -> None:
+    """Refuse, before the run, a step summary or JUnit file that cannot be written.
+
+    Bad input (``CiOutputError``, exit 2) as a report directory is: found after the
+    search, it would turn a found bug's exit 1 into a 2.
+    """
+    targets = {
+        "--junit-xml": args.junit_xml,
+        "--summary": args.summary,
+        "$GITHUB_STEP_SUMMARY": None if args.summary else os.environ.get("GITHUB_STEP_SUMMARY"),
+    }
+    for option, target in targets.items():
+        if target and (problem := reports.unwritable(Path(target), option, "file")):
+            raise CiOutputError(problem)
+
+
 def write(outputs: CiOutputs, args: argparse.Namespace) -> None:
     """Write what CI reads of one run, where the command's options say.
 
-    A summary.json that cannot be written costs only a line on stderr: the run's
-    verdict stands, and a found bug is never an exit 2. A step summary or JUnit
-    file that cannot be written is bad input (``CiOutputError``).
+    Called after the run: a file that cannot be written (``refuse_unwritable`` let it
+    through, then it went away) costs a line on stderr, and the run's verdict stands;
+    a found bug still exits 1.
     """
-    if outputs.summary is not None:
-        path = Path(args.report_dir) / "summary.json"
+    summary, junit = outputs.summary, args.junit_xml
+    writes: list[Callable[[], object]] = [lambda: append_markdown(outputs.markdown, args.summary)]
+    if summary is not None:
+        writes.insert(0, lambda: write_json(summary, Path(args.report_dir) / "summary.json"))
+    if junit:
+        writes.append(
+            lambda: write_junit(Path(junit), f"peftlife {outputs.command}", outputs.cases)
+        )
+    for write_one in writes:
         try:
-            write_json(outputs.summary, path)
+            write_one()
         except OSError as err:
-            print(f"peftlife: could not write {path} ({err.strerror})", file=sys.stderr)
-    try:
-        append_markdown(outputs.markdown, args.summary)
-        if args.junit_xml:
-            write_junit(Path(args.junit_xml), f"peftlife {outputs.command}", outputs.cases)
-    except OSError as err:
-        raise CiOutputError(f"cannot write {err.filename!r}: {err.strerror}") from err
+            print(f"peftlife: could not write {err.filename} ({err.strerror})", file=sys.stderr)
 
 
 def for_check(summary: RunSummary, story: str, details: str) -> CiOutputs:
@@ -344,7 +361,7 @@ def append_markdown(text: str, path: str | None) -> Path | None:
 
 
 def write_json(summary: RunSummary | CampaignSummary | ExplorationSummary, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    reports.report_folder(path.parent)
     path.write_text(json.dumps(summary.to_json(), indent=1) + "\n", "utf-8")
 
 

@@ -28,8 +28,11 @@ as properties in the JUnit XML (``--junitxml``).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 import time
 import traceback
+import types
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -85,10 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
             profiles.get(profile)
         shrink_timeout = _shrink_timeout(config)
     except (sut.SUTError, scenarios.ScenarioError, profiles.ProfileError, ValueError) as err:
-        # Under -v, what the SUT raised comes first, as the command line's -v shows it.
-        shown = err.__cause__ is not None and config.get_verbosity() > 0
-        trace = "".join(traceback.format_exception(err.__cause__)) if shown else ""
-        raise pytest.UsageError(f"{trace}peftlife: error: {err}") from err
+        raise _usage_error(config, err) from err
     if _value(config, "peftlife_report_dir"):
         where = "--peftlife-report-dir"
         if problem := reports.unwritable(_report_dir(config), where):
@@ -96,7 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
     saved = None
     if url := _value(config, "peftlife_database"):
         try:
-            saved = database.open_database(url, local=_report_dir(config) / "database")
+            local = reports.report_folder(_report_dir(config)) / "database"
+            saved = database.open_database(url, local=local)
         except database.DatabaseError as err:
             raise pytest.UsageError(f"peftlife: error: {err}") from err
     session.begin(
@@ -113,6 +114,64 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _began = pytest.StashKey[bool]()
+
+# What a test file or a kept regression test names badly: a SUT or a scenario. Met while
+# collecting or running, it is bad input all the same, not a finding.
+_BAD_INPUT = (sut.SUTError, scenarios.ScenarioError)
+
+
+def _usage_error(config: pytest.Config, err: Exception, where: str = "") -> pytest.UsageError:
+    """Bad input as pytest's usage error (exit 4): the command line's one line."""
+    # Under -v, what the SUT raised comes first, as the command line's -v shows it.
+    shown = err.__cause__ is not None and config.get_verbosity() > 0
+    trace = "".join(traceback.format_exception(err.__cause__)) if shown else ""
+    return pytest.UsageError(f"{trace}peftlife: error: {where}{err}")
+
+
+def _bad_input(error: BaseException | None) -> Exception | None:
+    """The SUT or scenario error behind ``error``, if bad input is what it was."""
+    while error is not None:
+        if isinstance(error, _BAD_INPUT):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """``lifecycle_machine("nosuch.mod:X")`` in a test file: a usage error, not a traceback."""
+    rep = yield
+    call = getattr(rep, "call", None)  # pytest's CallInfo of the collection, when it failed
+    err = _bad_input(call.excinfo.value) if rep.failed and call and call.excinfo else None
+    if err is None and rep.passed and isinstance(collector, pytest.Module):
+        err = _unloadable_kept_case(collector)
+    if err is None:
+        return rep
+    error = _usage_error(collector.config, err, f"{collector.nodeid}: ")
+    if hasattr(collector.config, "workerinput"):
+        # An xdist worker cannot stop the run: its collection error is the one line instead.
+        rep.outcome, rep.longrepr = "failed", str(error)
+        return rep
+    raise error
+
+
+def _unloadable_kept_case(module: pytest.Module) -> Exception | None:
+    """The SUT error of a kept regression test whose scheduler cannot be loaded, if any.
+
+    Checked as it is collected, as ``peftlife replay`` checks before replaying: a kept
+    test that cannot load its SUT is bad input, not the defect still being there.
+    """
+    case = getattr(module.obj, "CASE", None)
+    if not reports.is_kept_test(module.obj.__doc__) or not isinstance(case, dict):
+        return None
+    spec = _value(module.config, "peftlife_sut") or case.get("sut")
+    try:
+        sut.load(str(spec))
+    except sut.SUTError as err:
+        return err
+    return None
 
 
 def _shrink_timeout(config: pytest.Config) -> float | None:
@@ -178,6 +237,33 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
+    """A kept regression test is imported under its whole path, not its bare file name.
+
+    Its name ends in the hash of its trace, so the same finding reported into two
+    folders (``peftlife-reports/`` and ``reports/``, or a copy kept in ``tests/``)
+    gives two files of one name, which pytest's default import would refuse as an
+    "import file mismatch".
+    """
+    if module_path.name.startswith(reports.KEPT_TEST_PREFIX) and module_path.suffix == ".py":
+        module: pytest.Module = _KeptTest.from_parent(parent, path=module_path)
+        return module
+    return None
+
+
+class _KeptTest(pytest.Module):
+    def _getobj(self) -> types.ModuleType:
+        name = f"{self.path.stem}@{self.path.parent}"  # unique per file, whatever its name
+        spec = importlib.util.spec_from_file_location(name, self.path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+
 @pytest.fixture
 def peftlife_sut(request: pytest.FixtureRequest) -> str | None:
     """The ``--peftlife-sut`` value, or None."""
@@ -221,6 +307,11 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[Any]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     rep = yield
+    if call.excinfo is not None and (err := _bad_input(call.excinfo.value)) is not None:
+        # The search fixture given a SUT or scenario that cannot be loaded: the command
+        # line's one line, not a traceback that reads like a finding.
+        rep.longrepr = str(_usage_error(item.config, err))
+        return rep
     if call.excinfo is not None and isinstance(call.excinfo.value, reports.CaseFailed):
         rep.longrepr = str(call.excinfo.value).strip("\n")  # a kept case: its story
         return rep

@@ -18,13 +18,15 @@ from peftlife.reports.case import (
     to_json,
     trace_hash,
 )
-from peftlife.reports.files import unwritable, write
+from peftlife.reports.files import report_folder, unwritable, write
 from peftlife.reports.html import render_html, render_index, write_index
 from peftlife.reports.markdown import render_markdown
 from peftlife.reports.regression import (
+    KEPT_TEST_PREFIX,
     CaseFailed,
     case_name,
     check_case,
+    is_kept_test,
     kept_test_name,
     render_regression_test,
 )
@@ -32,6 +34,7 @@ from peftlife.reports.story import Step, story, violation_subjects, world_lines
 from peftlife.reports.terminal import print_report, render_terminal, terminal_text
 
 __all__ = [
+    "KEPT_TEST_PREFIX",
     "SCHEMA_VERSION",
     "Case",
     "CaseFailed",
@@ -41,6 +44,7 @@ __all__ = [
     "Step",
     "case_name",
     "check_case",
+    "is_kept_test",
     "kept_test_name",
     "load_json",
     "print_report",
@@ -50,6 +54,7 @@ __all__ = [
     "render_regression_test",
     "render_terminal",
     "replay",
+    "report_folder",
     "story",
     "terminal_text",
     "to_json",

@@ -346,9 +346,30 @@ def load_json(path: Path) -> Case:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as err:
         raise ReportError(f"{str(path)!r} is not JSON ({err}); give a peftlife report") from err
+    if other := _not_a_finding(data):
+        raise ReportError(f"{str(path)!r} is {other}")
     try:
         return Case.from_json(data)
     except ReportError as err:
         raise ReportError(
             f"report {str(path)!r}: {err}; fix the field or regenerate the report"
         ) from err
+
+
+def _not_a_finding(data: Any) -> str | None:
+    """What else peftlife wrote this JSON as, in words that say what to do instead."""
+    if not isinstance(data, dict) or "schema_version" in data:
+        return None
+    if "diff_schema_version" in data:
+        return (
+            f"a diff report ({data.get('sut_a')} against {data.get('sut_b')}), not a finding: "
+            "its .html and .md show it side by side, and 'peftlife diff' compares again"
+        )
+    if isinstance(data.get("findings"), list) and "command" in data:
+        listed = [f.get("report") for f in data["findings"] if isinstance(f, dict)]
+        reports = ", ".join(str(r) for r in listed if r)
+        hint = f"replay a finding it lists: {reports}" if reports else "it lists no finding"
+        return f"a run summary (peftlife {data['command']}), not a finding; {hint}"
+    if isinstance(data.get("rows"), list):
+        return "the mutant gate's table (peftlife mutants --json), not a finding"
+    return None

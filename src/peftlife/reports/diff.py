@@ -28,6 +28,7 @@ from peftlife import sut as sut_module
 from peftlife.checker.invariants import Violation
 from peftlife.reports.case import SCHEMA_VERSION as CASE_VERSION
 from peftlife.reports.case import Case, ReportError, trace_hash
+from peftlife.reports.files import report_folder
 from peftlife.reports.story import world_lines
 from peftlife.search import diff
 from peftlife.search.diff import Observation, Paired, PairOutcome, RequestRow
@@ -670,7 +671,7 @@ def render_html(dcase: DiffCase, outcome: PairOutcome, files: dict[str, str] | N
 
 def write(dcase: DiffCase, outcome: PairOutcome, directory: Path) -> dict[str, Path]:
     """Write the JSON, the Markdown and the HTML page side by side; return their paths."""
-    directory.mkdir(parents=True, exist_ok=True)
+    report_folder(directory)
     stem = name(dcase)
     paths = {
         "json": directory / f"{stem}.json",

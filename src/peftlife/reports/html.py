@@ -19,6 +19,7 @@ import html
 import json
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -30,6 +31,7 @@ from peftlife.checker.invariants import INVARIANTS, Violation
 from peftlife.reports.case import Case
 from peftlife.reports.story import (
     adapter_fields,
+    call_lines,
     length_label,
     output_line,
     request_fields,
@@ -326,19 +328,45 @@ def _header(case: Case, outcome: Outcome, files: dict[str, str]) -> str:
         )
     else:
         verdict = '<h1 class="verdict held">every invariant held</h1>'
-    violations = "".join(
-        f"<li><b>{_e(v.invariant)}</b>: {_e(v.subject)} at iteration {v.iteration}: "
-        f"expected {_e(v.expected)}, found <b>{_e(v.found)}</b></li>"
-        for v in outcome.violations
-    )
+    violations = "".join(_expected_found(v) for v in outcome.violations)
     world = "".join(f"<div>{_e(line)}</div>" for line in world_lines(case.config))
     return (
         f"<header>{verdict}"
         f'<dl class="facts">{"".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)}</dl>'
         f'<div class="world" id="world">{world}</div>'
         + (f'<ul class="violations">{violations}</ul>' if violations else "")
+        + _decisive_calls(outcome)
         + "</header>"
     )
+
+
+def _expected_found(v: Violation) -> str:
+    return (
+        f"<li><b>{_e(v.invariant)}</b>: {_e(v.subject)} at iteration {v.iteration}: "
+        f"expected {_e(v.expected)}, found <b>{_e(v.found)}</b></li>"
+    )
+
+
+def _calls_in_words(s: Snapshot) -> str:
+    """The iteration's calls as the terminal story words them ("scheduler PEFT calls: none")."""
+    return "".join(
+        f'<div class="said"><span class="label">{_e(what)} calls:</span> <code>{_e(calls)}</code>'
+        "</div>"
+        for what, calls in call_lines(s)
+    )
+
+
+def _decisive_calls(outcome: Outcome) -> str:
+    """What the scheduler called (or did not) in the first violation's iteration, at the top:
+    often the defect itself, which the grid shows only as a call missing from a list."""
+    if not outcome.violations:
+        return ""
+    at = outcome.violations[0].iteration
+    snapshot = next((e.snapshot for e in outcome.entries if e.snapshot.iteration == at), None)
+    said = "" if snapshot is None else _calls_in_words(snapshot)
+    if not said:
+        return ""
+    return f'<div class="decisive"><h2>in iteration {at}</h2>{said}</div>'
 
 
 def _legend(overlap: bool) -> str:
@@ -481,8 +509,11 @@ def _call_row(number: int, call: Call) -> str:
     )
 
 
-def _detail(column: _Column) -> str:
+def _detail(column: _Column, outcome: Outcome) -> str:
+    """An iteration's output and calls; the first violation's iteration is open at first."""
     s = column.entry.snapshot
+    here = [v for v in outcome.violations if v.iteration == s.iteration]
+    is_open = bool(outcome.violations) and outcome.violations[0].iteration == s.iteration
     step = s.step
     listed = ""
     if step is not None and step.output is not None and step.output.listed:
@@ -511,10 +542,13 @@ def _detail(column: _Column) -> str:
     )
     ended = ", ".join(f"request {rid} {how}" for rid, how in s.ended)
     phase = "drain iteration" if column.drain else "iteration"
+    verdicts = f'<ul class="violations">{"".join(map(_expected_found, here))}</ul>'
     return (
-        f'<section class="detail" id="iteration-{s.iteration}" data-iteration="{s.iteration}" '
-        f"hidden><h2>{phase} {s.iteration}</h2>"
-        f"<p>scheduler output: <code>{_e(output_line(s))}</code></p>"
+        f'<section class="detail" id="iteration-{s.iteration}" data-iteration="{s.iteration}"'
+        f"{'' if is_open else ' hidden'}><h2>{phase} {s.iteration}</h2>"
+        + (verdicts if here else "")
+        + f"<p>scheduler output: <code>{_e(output_line(s))}</code></p>"
+        + _calls_in_words(s)
         + (f'<p class="in-flight">{_e(flight)}</p>' if (flight := in_flight_line(s)) else "")
         + (f"<p>ended: {_e(ended)}</p>" if ended else "")
         + listed
@@ -544,7 +578,8 @@ def render_html(case: Case, outcome: Outcome, files: dict[str, str] | None = Non
     columns = _columns(case, outcome)
     hint = (
         '<p class="hint">Hover a cell for the request\'s state and prefill progress; click an '
-        "iteration number for its scheduler output and every KV and PEFT call.</p>"
+        "iteration number for its scheduler output and every KV and PEFT call (the "
+        "violating iteration's are open below).</p>"
     )
     return (
         "<!DOCTYPE html>\n"
@@ -561,7 +596,7 @@ def render_html(case: Case, outcome: Outcome, files: dict[str, str] | None = Non
         + hint
         + _grid(case, outcome)
         + '<div id="details">'
-        + "".join(_detail(c) for c in columns)
+        + "".join(_detail(c, outcome) for c in columns)
         + "</div>"
         + f"<script>{_asset('timeline.js')}</script></body></html>\n"
     )
@@ -584,9 +619,15 @@ def _finding_row(path: Path, data: dict[str, Any]) -> str:
     page = path.with_suffix(".html")
     link = page.name if page.exists() else path.name
     violation = data.get("violation") or {}
-    invariant = violation.get("invariant", "held") if isinstance(violation, dict) else "?"
+    if not isinstance(violation, dict):
+        violation = {"invariant": "?"}
+    invariant = violation.get("invariant", "held")
     cells = [
         f'<a href="{_e(link)}">{_e(invariant)}</a>',
+        _e(violation.get("subject", "-")),
+        _e(violation.get("expected", "-")),
+        f"<b>{_e(violation.get('found', '-'))}</b>",
+        _e(_when(path)),
         f"<code>{_e(data.get('sut'))}</code>",
         _e(data.get("scenario")),
         _e("derandomized" if data.get("seed") is None else data.get("seed")),
@@ -595,6 +636,15 @@ def _finding_row(path: Path, data: dict[str, Any]) -> str:
         _e(len(data.get("steps", []))),
     ]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _when(path: Path) -> str:
+    """When a file was written, in UTC to the minute."""
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        return "-"
+    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _gate_table(path: Path, data: dict[str, Any]) -> str:
@@ -630,7 +680,19 @@ def render_index(directory: Path) -> str:
             findings.append(_finding_row(path, data))
         elif "rows" in data and "ok" in data:
             gates.append(_gate_table(path, data))
-    heads = ("invariant violated", "SUT", "scenario", "seed", "examples", "actions", "iterations")
+    heads = (
+        "invariant violated",
+        "by",
+        "expected",
+        "found",
+        "written",
+        "SUT",
+        "scenario",
+        "seed",
+        "examples",
+        "actions",
+        "iterations",
+    )
     table = (
         '<table class="index findings" id="findings"><tr>'
         + "".join(f"<th>{h}</th>" for h in heads)
@@ -645,8 +707,13 @@ def render_index(directory: Path) -> str:
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'\"><title>peftlife reports</title>"
         f"<style>{_asset('timeline.css')}</style></head>\n<body><h1>peftlife reports</h1>"
+        f'<p class="when">index written {_e(_now())}</p>'
         f"<h2>findings ({len(findings)})</h2>{table}{''.join(gates)}</body></html>\n"
     )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def write_index(directory: Path) -> Path:

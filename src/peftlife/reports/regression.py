@@ -15,6 +15,10 @@ from peftlife.search.trace import Outcome
 
 # ---- the regression test ----
 
+# How a kept test's file name begins, and the first line of its docstring: how the pytest
+# plugin knows one.
+KEPT_TEST_PREFIX = "test_peftlife_"
+KEPT_TEST_HEADLINE = "Regression test kept from a peftlife counterexample."
 _TEST_TEMPLATE = '''"""Regression test kept from a peftlife counterexample.
 
 {headline}
@@ -33,6 +37,11 @@ CASE = {case}
 def test_{function}(peftlife_sut: str | None) -> None:
     check_case(CASE, sut=peftlife_sut)
 '''
+
+
+def is_kept_test(docstring: str | None) -> bool:
+    """Whether a module with this docstring is a regression test written here."""
+    return (docstring or "").startswith(KEPT_TEST_HEADLINE)
 
 
 class CaseFailed(AssertionError):

@@ -201,9 +201,9 @@ class Iteration:
     in_flight: str | None = None
 
 
-def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> Iteration:
-    old_requests = request_fields(previous) if previous else {}
-    old_adapters = adapter_fields(previous) if previous else {}
+def call_lines(s: Snapshot) -> tuple[tuple[str, str], ...]:
+    """The iteration's calls as the story tells them: (whose, the calls), e.g.
+    ("scheduler PEFT", "none") after a KV move with no PEFT move."""
     kv_calls, peft_calls = scheduler_kv_calls(s), scheduler_calls(s)
     calls = [("scheduler KV", "; ".join(kv_calls))] if kv_calls else []
     if peft_calls or (kv_calls and s.adapters):
@@ -211,6 +211,12 @@ def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> 
         calls.append(("scheduler PEFT", "; ".join(peft_calls) or "none"))
     if executor := executor_calls(s):
         calls.append(("executor", "; ".join(executor)))
+    return tuple(calls)
+
+
+def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> Iteration:
+    old_requests = request_fields(previous) if previous else {}
+    old_adapters = adapter_fields(previous) if previous else {}
     return Iteration(
         output=output_line(s),
         requests=tuple(
@@ -224,7 +230,7 @@ def iteration(s: Snapshot, previous: Snapshot | None, marks: dict[str, str]) -> 
             _row(f"adapter {task}", old_adapters.get(task), fields, marks)
             for task, fields in adapter_fields(s).items()
         ),
-        calls=tuple(calls),
+        calls=call_lines(s),
         errors=tuple(e.message for e in (s.step.errors if s.step else ())),
         in_flight=in_flight_line(s),
     )

@@ -179,13 +179,20 @@ class Repo:
 
 
 def spec_for(prefix: str, folder: Path) -> str:
-    """The SUT string of a folder: ``trtllm:`` makes ``trtllm:FOLDER``, and a ``{}`` in
-    the prefix is replaced by the folder.
+    """The SUT string of a folder: ``trtllm:`` makes ``trtllm:FOLDER``, a ``{}`` in the
+    prefix is replaced by the folder, and a scheduler written to the protocol,
+    ``package.module:attr``, is imported from the folder (``package.module:attr@FOLDER``).
 
     >>> spec_for("trtllm:{}:Correct", Path("/tmp/x"))
     'trtllm:/tmp/x:Correct'
+    >>> spec_for("mypkg.sched:Suspender", Path("/tmp/x"))
+    'mypkg.sched:Suspender@/tmp/x'
     """
-    return prefix.replace("{}", str(folder)) if "{}" in prefix else f"{prefix}{folder}"
+    if "{}" in prefix:
+        return prefix.replace("{}", str(folder))
+    if prefix.startswith("trtllm:"):
+        return f"{prefix}{folder}"
+    return f"{prefix}@{folder}"
 
 
 Test = Callable[[str], Failure | None]

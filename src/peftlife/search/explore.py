@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import attrs
 
@@ -168,8 +168,11 @@ def explore(
     config: EngineConfig | None = None,
     alphabet: Alphabet | None = None,
     max_states: int = MAX_STATES,
+    progress: Callable[[int], None] | None = None,
 ) -> Exploration:
     """Every trace up to ``depth`` actions in one world, breadth first; the first failure.
+
+    ``progress(states)`` is told the count of states explored as each is added.
 
     ``config`` defaults to the scenario's smallest world, ``alphabet`` to the
     scenario's actions in that world. States are merged on their fingerprint
@@ -209,6 +212,8 @@ def explore(
                     continue
                 seen.add(key)
                 states += 1
+                if progress is not None:
+                    progress(states)
                 if drain.drain(copied(child, actions)).violations:
                     return found(actions, level)
                 if states >= max_states:

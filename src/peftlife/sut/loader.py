@@ -7,12 +7,17 @@ A SUT is named by a string, the same at every front door:
 * ``trtllm:PATH`` or ``trtllm:PATH:ClassName``: TensorRT-LLM's scheduler from a
   checkout at ``PATH``, or with no ``PATH`` from the installed package (see
   ``peftlife.sut.adapters.tensorrt_llm``);
-* ``package.module:attr``: any importable factory ``Environment -> Scheduler``.
+* ``package.module:attr``: any importable factory ``Environment -> Scheduler``;
+  ``package.module:attr@FOLDER`` imports it from ``FOLDER`` (what ``peftlife
+  bisect`` names each commit's copy of a scheduler written to the protocol).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
 
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
@@ -49,12 +54,15 @@ def load(spec: str) -> SchedulerFactory:
         return mutant.scheduler
     if spec.startswith("trtllm:"):
         return _load_trtllm(spec.removeprefix("trtllm:"))
-    module_name, sep, attr = spec.partition(":")
+    named, _, folder = spec.partition("@")
+    module_name, sep, attr = named.partition(":")
     if not sep or not module_name or not attr:
         raise SUTError(f"unknown SUT {spec!r}: use {FORMS}; mutants: {', '.join(mutants.BY_NAME)}")
+    if folder and not Path(folder).is_dir():
+        raise SUTError(f"SUT {spec!r}: {folder!r} is not a folder; name the folder to import from")
     try:
         module = untrusted.call(
-            lambda: importlib.import_module(module_name),
+            lambda: _import_from(folder, module_name) if folder else _import(module_name),
             f"importing SUT module {module_name!r}",
             deadline=IMPORT_DEADLINE,
             arm=True,
@@ -87,6 +95,33 @@ def load(spec: str) -> SchedulerFactory:
             "Environment -> Scheduler"
         )
     return factory  # type: ignore[no-any-return]
+
+
+def _import(module_name: str) -> ModuleType:
+    return importlib.import_module(module_name)
+
+
+def _import_from(folder: str, module_name: str) -> ModuleType:
+    """Import ``module_name`` afresh from ``folder``, leaving ``sys.modules`` and
+    ``sys.path`` as they were: one process loads the same package from the folder of
+    each commit bisect probes, and each load must see its own commit's files."""
+    top = module_name.partition(".")[0]
+
+    def ours(name: str) -> bool:
+        return name == top or name.startswith(f"{top}.")
+
+    saved = {name: module for name, module in sys.modules.items() if ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, folder)
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        sys.path.remove(folder)
+        for name in [name for name in sys.modules if ours(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
 
 
 def _is_missing(err: ImportError, module_name: str) -> bool:

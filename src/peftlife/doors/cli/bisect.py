@@ -25,8 +25,8 @@ from peftlife.doors.cli.common import (
     NewCommand,
     common_options,
     max_examples_option,
+    outputs_writable,
     shrink_timeout_option,
-    writable,
 )
 from peftlife.doors.cli.common import settings as common_settings
 from peftlife.doors.cli.tell import tell_case
@@ -54,7 +54,8 @@ def add_parser(command: NewCommand) -> None:
         metavar="PREFIX",
         default=bisect.DEFAULT_PREFIX,
         help="the SUT string of each commit: this prefix, then the folder its files are written "
-        "to (or the folder in place of {}, as in 'trtllm:{}:ClassName')",
+        "to (or the folder in place of {}, as in 'trtllm:{}:ClassName'); a scheduler written "
+        "to the protocol, 'package.module:attr', is imported from that folder",
     )
     p.add_argument(
         "--path",
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             scenarios.load("default" if args.scenario == ALL_SCENARIOS else args.scenario)
         except scenarios.ScenarioError as err:
             raise BadInput(str(err)) from err
-    writable(args.report_dir, "--report-dir")
+    outputs_writable(args)
     try:
         repo = bisect.Repo.open(Path(args.repo).expanduser())
         good, bad = repo.commit(args.good, "--good"), repo.commit(args.bad, "--bad")
@@ -212,7 +213,7 @@ def _bisect_verdict(
 def _keep(prober: bisect.Prober, commit: bisect.Commit, report_dir: Path) -> Path | None:
     """A copy of a commit's files in the report directory, or None if it cannot be written."""
     try:
-        return prober.keep(commit, report_dir / f"bisect-{commit.short}")
+        return prober.keep(commit, reports.report_folder(report_dir) / f"bisect-{commit.short}")
     except OSError:
         return None
 

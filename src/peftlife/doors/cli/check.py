@@ -17,6 +17,7 @@ from peftlife.checker import invariants
 from peftlife.doors import baseline, ci_outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
+    DATABASE_DEFAULT,
     EXIT_FOUND,
     EXIT_HELD,
     SUT_HELP,
@@ -26,10 +27,10 @@ from peftlife.doors.cli.common import (
     common_options,
     invariant_name,
     max_examples_option,
+    outputs_writable,
     settings,
     shrink_timeout_option,
     validate,
-    writable,
 )
 from peftlife.doors.cli.tell import for_ci, note_unchecked, tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
@@ -68,7 +69,7 @@ def add_parser(command: NewCommand) -> None:
         database={
             "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
             "failure found once (by any run pointing at it) is tried first; turns "
-            "derandomization off, --seed still fixes the search (default: no database)"
+            f"derandomization off, --seed still fixes the search ({DATABASE_DEFAULT})"
         },
     )
     check.set_defaults(run=run)
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     every = args.scenario == ALL_SCENARIOS
     validate(args.sut, "default" if every else args.scenario)
     report_dir = Path(args.report_dir)
-    writable(args.report_dir, "--report-dir")
+    outputs_writable(args)
     try:
         known = baseline.load(Path(args.baseline)) if args.baseline else frozenset()
     except baseline.BaselineError as err:

@@ -19,11 +19,17 @@ import hypothesis
 
 from peftlife import reports, sut
 from peftlife.checker import catalogue
+from peftlife.doors import ci_outputs
 from peftlife.search import database, profiles, scenarios, shrink
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 ALL_SCENARIOS = scenarios.ALL
 SUT_HELP = f"the scheduler: {sut.FORMS}"
+# Without --database a search keeps the profile's: Hypothesis's own under dev and nightly.
+DATABASE_DEFAULT = (
+    "default: the profile's, Hypothesis's .hypothesis/ in the working directory under dev "
+    "and nightly, none under ci"
+)
 
 # Adds a command to ``peftlife``, by its name and its one line of help.
 NewCommand = Callable[[str, str], argparse.ArgumentParser]
@@ -62,7 +68,7 @@ def settings(
     saved = None
     if url is not None:
         # A Redis database is mirrored in the report directory, so its saves survive losing it.
-        local = None if report_dir is None else report_dir / "database"
+        local = None if report_dir is None else reports.report_folder(report_dir) / "database"
         try:
             saved = database.open_database(url, local=local)
         except database.DatabaseError as err:
@@ -88,6 +94,18 @@ def validate(sut_spec: str, scenario: str | None = None) -> None:
 def writable(directory: str, option: str) -> None:
     if problem := reports.unwritable(Path(directory), option):
         raise BadInput(problem)
+
+
+def outputs_writable(args: argparse.Namespace) -> None:
+    """Every file the run will write can be: its report directory and its CI outputs.
+
+    Checked before any search, so a finding is never lost, nor its exit 1 turned into
+    a 2, by a path that could not be written.
+    """
+    if hasattr(args, "report_dir"):
+        writable(args.report_dir, "--report-dir")
+    if hasattr(args, "junit_xml"):
+        ci_outputs.refuse_unwritable(args)
 
 
 # ---- argparse types ----
@@ -210,7 +228,7 @@ def _common_specs() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
                 "metavar": "URL",
                 "default": None,
                 "help": "Hypothesis's example database: a directory or redis://host:port/db "
-                "(default: none)",
+                f"({DATABASE_DEFAULT})",
             },
         ),
     }

@@ -16,16 +16,17 @@ from peftlife import reports, sut
 from peftlife.doors import ci_outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
+    DATABASE_DEFAULT,
     EXIT_FOUND,
     EXIT_HELD,
     NewCommand,
     budget,
     common_options,
     max_examples_option,
+    outputs_writable,
     settings,
     shrink_timeout_option,
     validate,
-    writable,
 )
 from peftlife.doors.cli.tell import warn_unreached, written
 from peftlife.doors.progress import progress
@@ -60,7 +61,7 @@ def add_parser(command: NewCommand) -> None:
         quiet={"help": "no progress, no side-by-side story"},
         database={
             "help": "Hypothesis's example database, a directory or redis://host:port/db, so a "
-            "divergence found once is tried first (default: no database)"
+            f"divergence found once is tried first ({DATABASE_DEFAULT})"
         },
     )
     p.set_defaults(run=run)
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     every = args.scenario == ALL_SCENARIOS
     validate(args.a, "default" if every else args.scenario)
     validate(args.b)
-    writable(args.report_dir, "--report-dir")
+    outputs_writable(args)
     report_dir = Path(args.report_dir)
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
     ignore = tuple(dict.fromkeys(args.ignore))

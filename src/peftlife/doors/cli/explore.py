@@ -23,6 +23,7 @@ from peftlife.doors.cli.common import (
     BadInput,
     NewCommand,
     common_options,
+    outputs_writable,
     positive,
     validate,
 )
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         config, scenario = case.config, args.scenario or case.scenario
     scenario = scenario or "default"
     validate(args.sut, scenario)
+    outputs_writable(args)
     s = scenarios.load(scenario)
     world = config or scenarios.smallest_world(s)
     prompts = _lengths("--prompt-lens", args.prompt_lens)
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     letters = Alphabet.of(s, world, prompts, outputs)
     label = f"exploring {args.sut} in {scenario}"
     start = time.perf_counter()
-    with progress(console, label, args.max_states, show=not args.quiet, unit="states"):
+    with progress(console, label, args.max_states, show=not args.quiet, unit="states") as tick:
         result = explore(
             args.sut,
             scenario,
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             config=world,
             alphabet=letters,
             max_states=args.max_states,
+            progress=lambda states: tick(states, 0),
         )
     seconds = round(time.perf_counter() - start, 2)
     unchecked = world.overlap and not world.in_flight_told

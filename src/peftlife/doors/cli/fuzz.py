@@ -25,10 +25,10 @@ from peftlife.doors.cli.common import (
     BadInput,
     NewCommand,
     common_options,
+    outputs_writable,
     positive,
     shrink_timeout_option,
     validate,
-    writable,
 )
 from peftlife.doors.cli.tell import note_unchecked
 from peftlife.search import database, scenarios
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.max_restarts < 0:
         raise BadInput(f"--max-restarts must be 0 or more, not {args.max_restarts}")
     report_dir = Path(args.report_dir)
-    writable(args.report_dir, "--report-dir")
+    outputs_writable(args)
     if args.database is not None:
         try:  # reachable now, or exit 2: a campaign must not start on a database it cannot use
             database.open_database(args.database, local=report_dir / "database")

@@ -24,6 +24,7 @@ from peftlife.doors.cli.common import (
     EXIT_HELD,
     NewCommand,
     common_options,
+    outputs_writable,
     positive,
     shrink_timeout_option,
     writable,
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return _list_mutants(console)
     if args.json:
         writable(str(Path(args.json).parent), "--json's directory")
+    outputs_writable(args)
     runs = gate.plan(args.profile, shrink=not args.no_shrink, shrink_timeout=args.shrink_timeout)
     show = not args.quiet
     with progress(console, "mutant gate", len(runs), show=show, unit="runs") as tick:
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         path = Path(args.json)
         try:
-            gate.write(table, path)
+            gate.write(table, reports.report_folder(path.parent) / path.name)
             reports.write_index(path.parent)  # the report directory's index shows the gate
         except OSError as err:
             # The table above is the gate's verdict; its exit code stands.

@@ -1,6 +1,8 @@
-"""``peftlife replay``: replay a saved report deterministically, on its scheduler or another.
+"""``peftlife replay``: replay saved reports deterministically, on their scheduler or another.
 
-Exit codes: 0 every invariant held (a fix holds); 1 the case fails again; 2 bad input.
+Exit codes: 0 every invariant held (a fix holds); 1 a case fails again; 2 bad input.
+Several reports (a glob such as ``reports/mutant_*.json``) are each read and checked
+before any is replayed, then replayed in turn.
 """
 
 from __future__ import annotations
@@ -24,22 +26,32 @@ from peftlife.doors.cli.common import (
 
 def add_parser(command: NewCommand) -> None:
     replay = command("replay", "replay a saved report deterministically")
-    replay.add_argument("report", help="a report's .json file")
+    replay.add_argument(
+        "reports",
+        nargs="+",
+        metavar="report",
+        help="a report's .json file; several (a glob) are replayed in turn, exit 1 if any fails",
+    )
     replay.add_argument("--sut", default=None, help="replay against this scheduler instead")
     common_options(replay, "replay", quiet={"help": "only the exit code"})
     replay.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    try:
-        case = reports.load_json(Path(args.report))
-    except reports.ReportError as err:
-        raise BadInput(str(err)) from err
-    spec = args.sut or case.sut
-    validate(spec)
-    outcome = reports.replay(case, sut=spec)
-    if spec != case.sut:
-        case = attrs.evolve(case, sut=spec)
-    if not args.quiet:
-        reports.render_terminal(case, outcome, console)
-    return EXIT_HELD if outcome.held else EXIT_FOUND
+    cases = []
+    for path in args.reports:
+        try:
+            case = reports.load_json(Path(path))
+        except reports.ReportError as err:
+            raise BadInput(str(err)) from err
+        validate(args.sut or case.sut)
+        cases.append(attrs.evolve(case, sut=args.sut or case.sut))
+    held = True
+    for path, case in zip(args.reports, cases, strict=True):
+        outcome = reports.replay(case)
+        held &= outcome.held
+        if not args.quiet:
+            if len(cases) > 1:
+                console.print(f"{path}:", highlight=False, soft_wrap=True)
+            reports.render_terminal(case, outcome, console)
+    return EXIT_HELD if held else EXIT_FOUND

@@ -12,6 +12,9 @@
       c.classList.add("selected");
     });
   }
+  // The page opens on the violating iteration's calls: mark its column as clicking would.
+  var opened = document.querySelector("section.detail:not([hidden])");
+  if (opened) show(opened.getAttribute("data-iteration"));
   grid.querySelectorAll("th.col button").forEach(function (b) {
     b.addEventListener("click", function () {
       show(b.closest("th").getAttribute("data-iteration"));
