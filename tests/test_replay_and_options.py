@@ -30,15 +30,7 @@ def _check(folder: Path, *extra: str) -> tuple[int, str, dict[str, object]]:
     database then starts empty)."""
     folder.mkdir()
     argv = ["check", "--sut", MUTANT, "--scenario", SCENARIO, "--report-dir", "r", *extra]
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
-    done = subprocess.run(
-        [sys.executable, "-m", "peftlife.doors.cli", *argv],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _user_runs(folder, "peftlife.doors.cli", *argv)
     found = [p for p in (folder / "r").glob("*.json") if p.name != "summary.json"]
     data = json.loads(found[0].read_text("utf-8")) if found else {}
     return done.returncode, done.stdout + done.stderr, data
@@ -118,10 +110,14 @@ def _machine_test(folder: Path) -> None:
 
 
 def _pytest(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """pytest on ``test_bug.py`` as a user runs it, outside the CI environment."""
+    return _user_runs(folder, "pytest", "-q", "test_bug.py", "-p", "no:cacheprovider", *extra)
+
+
+def _user_runs(folder: Path, module: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m module argv`` as a user runs it: in ``folder``, outside CI and pytest."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CI"))}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "test_bug.py", "-p", "no:cacheprovider", *extra],
+        [sys.executable, "-m", module, *argv],
         cwd=folder,
         env=env,
         capture_output=True,
