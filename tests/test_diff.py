@@ -156,7 +156,9 @@ def test_a_divergence_shrinks_and_replays_with_each_sides_invariants() -> None:
     found = diff.find("reference", MUTANT, "kv-pressure", CI)
     assert found.result.failure is not None
     shrunk = diff.minimized(found.result.failure, MUTANT)
-    assert len(shrunk.actions) <= 6
+    # The invariant shrinker reaches 4 actions here; the divergence shrinker, which
+    # must keep the calls diverging rather than one invariant failing, stops a few above.
+    assert len(shrunk.actions) <= 10
     assert shrunk.shrink.stopped is None
     divergence = shrunk.outcome.divergence
     assert divergence is not None and "calls" in divergence.cells
@@ -412,9 +414,7 @@ def test_an_example_hypothesis_aborted_is_not_drained(
 
     def example() -> Any:
         made = kind()
-        made.build_world(
-            config=EngineConfig(), adapter=0, weights=False, prompt_len=2, max_new_tokens=1
-        )
+        made.build_world(config=EngineConfig(), burst=[(0, False, 2, 1)], moves=[])
         return made
 
     aborted = example()

@@ -13,16 +13,20 @@ the leading dashes and with underscores):
 * ``--peftlife-scenario NAME|PATH``: search every lifecycle machine and the
   fixture in this scenario;
 * ``--peftlife-profile NAME``: the settings profile of peftlife's machines
-  (default ``peftlife-ci`` when ``CI`` is set, else ``peftlife-dev``); other
-  tests keep whatever Hypothesis profile they had;
+  (default: Hypothesis's ``--hypothesis-profile`` when given, else
+  ``peftlife-ci`` when ``CI`` is set, else ``peftlife-dev``); other tests keep
+  whatever Hypothesis profile they had;
 * ``--peftlife-report-dir DIR``: where a failing machine test writes its JSON,
   Markdown and regression-test reports (default ``peftlife-reports``);
 * ``--peftlife-shrink-timeout SECONDS``: the cap on shrinking one finding
   (default 30; 0 for no cap). While a finding shrinks for longer than a few
   seconds, a line on the terminal says how far it got.
 
-A failing machine test also gets the violated invariant and the report path
-as properties in the JUnit XML (``--junitxml``).
+A failing machine test also gets the violated invariant, the report path and
+the seed as properties in the JUnit XML (``--junitxml``), and its story ends
+with the command that reruns it (``--hypothesis-seed=N``). Hypothesis's own
+``--hypothesis-seed``, ``--hypothesis-profile``, ``--hypothesis-verbosity``
+and ``--hypothesis-show-statistics`` apply to machines as to any Hypothesis test.
 """
 
 from __future__ import annotations
@@ -37,12 +41,13 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from peftlife import reports, sut
 from peftlife.search import database, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, minimized
-from peftlife.search.hunt import SearchResult, session_search
+from peftlife.search.hunt import SearchResult, describe, session_search
 
 DEFAULT_REPORT_DIR = "peftlife-reports"
 _OPTIONS = {
@@ -104,7 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
         session.Options(
             sut=_value(config, "peftlife_sut"),
             scenario=_value(config, "peftlife_scenario"),
-            profile=_value(config, "peftlife_profile"),
+            profile=_profile_asked(config),
             database=saved,
             shrink_timeout=shrink_timeout,
             shrink_progress=_shrink_heartbeat(config),
@@ -303,6 +308,35 @@ def peftlife_search(
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Hypothesis's statistics (``--hypothesis-show-statistics``) for a lifecycle
+    machine's case, with peftlife's own: Hypothesis collects them only for its
+    ``@given`` tests, and a machine's case is a unittest case."""
+    if getattr(getattr(item, "cls", None), "lifecycle_machine", None) is None:
+        return (yield)
+    from hypothesis.statistics import collector, describe_statistics
+
+    lines: list[str] = []
+    options = session.current()
+
+    def hypothesis_stats(stats: Any) -> None:
+        lines.append(describe_statistics({**stats, "nodeid": item.nodeid}))
+
+    def peftlife_stats(result: SearchResult) -> None:
+        lines.append(describe(result))
+
+    try:
+        with (
+            collector.with_value(hypothesis_stats),
+            session.using(attrs.evolve(options, on_search=peftlife_stats)),
+        ):
+            return (yield)
+    finally:
+        if lines:
+            item.hypothesis_statistics = "\n".join(lines)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[Any]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -318,10 +352,15 @@ def pytest_runtest_makereport(
     failure = _lifecycle_failure(call)
     if failure is None:
         return rep
-    case = reports.Case.from_failure(minimized(failure), profile=_profile_shown(item.config))
+    case = reports.Case.from_failure(
+        minimized(failure), seed=failure.seed, profile=_profile_shown(item.config)
+    )
     outcome = reports.replay(case)
     properties = [("peftlife_invariant", failure.invariant)]
     story = reports.terminal_text(case, outcome, width=100)
+    if failure.seed is not None:
+        properties.append(("peftlife_seed", str(failure.seed)))
+        story += f"\nrerun with: pytest {item.nodeid} --hypothesis-seed={failure.seed}"
     directory = _report_dir(item.config)
     try:
         paths = reports.write(case, outcome, directory)
@@ -341,8 +380,16 @@ def pytest_runtest_makereport(
     return rep
 
 
+def _profile_asked(config: pytest.Config) -> str | None:
+    """``--peftlife-profile``, else Hypothesis's ``--hypothesis-profile``, else None."""
+    asked: str | None = _value(config, "peftlife_profile") or config.getoption(
+        "hypothesis_profile", None
+    )
+    return asked
+
+
 def _profile_shown(config: pytest.Config) -> str:
-    name = _value(config, "peftlife_profile") or profiles.default_name()
+    name = _profile_asked(config) or profiles.default_name()
     return profiles.canonical(name)
 
 

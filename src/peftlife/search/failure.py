@@ -41,6 +41,8 @@ class LifecycleFailure(AssertionError):
         self.shrink: shrink.Shrunk | None = None
         # Whether the scheduler missed its deadline: its replays then each wait it out.
         self.hung = False
+        # The seed of the search that found it (None: derandomized, or not told).
+        self.seed: int | None = None
         first = violations[0]
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
         super().__init__(f"[{first.invariant}] {first}{more}")
@@ -84,4 +86,5 @@ def minimized(
     result = LifecycleFailure(list(outcome.violations), smaller)
     result.shrunk = True
     result.shrink = shrunk
+    result.seed = failure.seed
     return result

@@ -27,7 +27,13 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from peftlife.search import compat, observe, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, minimized
-from peftlife.search.machine import LifecycleMachine, SearchStats, machine_class, unreached
+from peftlife.search.machine import (
+    COVERAGE_LABELS,
+    LifecycleMachine,
+    SearchStats,
+    machine_class,
+    unreached,
+)
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 
 
@@ -102,6 +108,8 @@ def search(
     """
     with compat.stable_constants(), compat.digests_once():
         result = _search(sut_spec, scenario, settings, seed, progress, schedule_deadline, mixin)
+    if result.failure is not None:
+        result.failure.seed = seed
     if shrink and result.failure is not None:
         smaller = minimized(
             result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
@@ -169,6 +177,9 @@ def _search(
 # deliberately small examples (a tenth of a run's budget), which never build the
 # pressure most defects need; every example of a short slice is drawn at full size.
 SLICE = 9
+# The first turn's slices are shorter: a defect that only a few scenarios reach
+# meets its scenario after a few examples of each, not after nine.
+FIRST_SLICE = 3
 
 
 def hunt(
@@ -182,7 +193,8 @@ def hunt(
 ) -> SearchResult:
     """Search several scenarios (every shipped one by default) at once, until one fails.
 
-    The scenarios take turns, ``SLICE`` examples each, every slice with its own
+    The scenarios take turns, most pressure first (``by_pressure``), ``FIRST_SLICE``
+    examples each in the first turn and ``SLICE`` after, every slice with its own
     seed derived from ``seed`` (0 under a derandomized profile), so a defect only
     one scenario reaches is found after a few rounds instead of after every
     scenario before it in the list has spent its whole budget. Each scenario
@@ -198,7 +210,7 @@ def hunt(
     >>> hunt("mutant:no_release_on_suspend", profiles.get("ci")).held
     False
     """
-    names = list(scenario_names or scenarios.shipped_names())
+    names = by_pressure(scenario_names or scenarios.shipped_names())
     base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
     spent = dict.fromkeys(names, 0)
     coverage: Counter[str] = Counter()
@@ -238,7 +250,7 @@ def hunt(
             if not open_names:
                 break
             for name in open_names:
-                budget = min(SLICE, settings.max_examples - spent[name])
+                budget = min(SLICE if turn else FIRST_SLICE, settings.max_examples - spent[name])
                 part = hypothesis.settings(settings, max_examples=budget)
                 result = run(name, part, _slice_seed(base, name, turn))
                 if result.failure is not None:
@@ -246,6 +258,39 @@ def hunt(
                 # A slice that ran nothing (every draw rejected) must still end the turns.
                 spent[name] += result.examples == 0 and budget
     return attrs.evolve(done, scenario=",".join(names), seconds=time.perf_counter() - start)
+
+
+def by_pressure(names: Sequence[str]) -> list[str]:
+    """Scenario names in the order a hunt gives them turns: most pressure first.
+
+    A scenario scores one for each kind of pressure every world of it is under:
+    recompute pause always on, no lower tier to suspend to, the overlap executor
+    (its batch on the device is pinned), a device that holds about one largest
+    request, a device LoRA cache with room for at most half the adapters. A
+    defect most scenarios reach is found in any of them; one that needs pressure
+    is found in the first turns instead of after every calmer scenario's slice.
+    Ties keep the order given.
+
+    >>> by_pressure(["default", "kv-pressure", "chunked-prefill"])
+    ['kv-pressure', 'default', 'chunked-prefill']
+    """
+
+    def pressure(name: str) -> int:
+        s = scenarios.load(name)
+        pages = -(-s.longest_request // max(1, s.tokens_per_block.lo))
+        adapter = max(1, s.adapter_pages.hi)
+        lora_room = max(s.lora_device_pages.hi, adapter) // adapter
+        return sum(
+            (
+                s.recompute_pause == "on",
+                s.lower_tier == "off",
+                s.executor == "overlap",
+                max(s.device_pages.hi, pages) <= pages,
+                2 * lora_room <= max(1, s.adapters.hi),
+            )
+        )
+
+    return sorted(names, key=lambda name: -pressure(name))
 
 
 def _slice_seed(base: int, scenario: str, turn: int) -> int:
@@ -276,6 +321,8 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
             if result.failure is not None:
                 raise result.failure
 
+    # How the pytest plugin tells this case from other tests.
+    LifecycleTestCase.lifecycle_machine = machine  # type: ignore[attr-defined]
     LifecycleTestCase.__name__ = f"{machine.__name__}.TestCase"
     LifecycleTestCase.__qualname__ = LifecycleTestCase.__name__
     return LifecycleTestCase
@@ -291,17 +338,55 @@ def session_search(
     """Search under the session's options (``peftlife.search.session``), shrink included.
 
     Their profile applies unless ``settings`` are given; their example database,
-    shrink cap and shrink progress always do. Every pytest door (a machine's
+    shrink cap and shrink progress always do. The seed is ``seed``, else
+    Hypothesis's ``--hypothesis-seed``, else a fresh one unless the profile is
+    derandomized; a finding carries it. Every pytest door (a machine's
     ``TestCase``, the ``peftlife_search`` fixture) searches through here, so they
     share findings.
     """
     options = session.current()
     profile = settings or profiles.get(options.profile or profiles.default_name())
-    return search(
+    searching = profiles.for_search(profile, database=options.database)
+    # Hypothesis's --hypothesis-seed, else one of the run's own when it is random,
+    # so that a finding says how to run it again.
+    forced = hypothesis.core.global_force_seed
+    forced = forced if isinstance(forced, int) else None
+    result = search(
         sut_spec,
         scenario,
-        profiles.for_search(profile, database=options.database),
-        seed=seed,
+        searching,
+        seed=profiles.run_seed(searching, seed if seed is not None else forced),
         shrink_timeout=options.shrink_timeout,
         shrink_progress=options.shrink_progress,
     )
+    if options.on_search is not None:
+        options.on_search(result)
+    return result
+
+
+def describe(result: SearchResult) -> str:
+    """peftlife's own statistics of one search, as lines under Hypothesis's.
+
+    >>> print(describe(SearchResult("reference", "default", None, 3, 3, 0.5, Counter(), 9)))
+      - peftlife: 3 examples, 9 executor iterations, held
+        - witnesses reached: 0 of 12 (never: victim eviction, ...)
+    """
+    found = (
+        f"first failure after {result.examples_to_find} examples ({result.failure.invariant})"
+        if result.failure is not None
+        else "held"
+    )
+    reached = sum(1 for label in COVERAGE_LABELS if result.coverage.get(label))
+    missed = f" (never: {', '.join(result.unreached)})" if result.unreached else ""
+    lines = [
+        f"  - peftlife: {result.examples} examples, {result.iterations} executor iterations, "
+        + found,
+        f"    - witnesses reached: {reached} of {len(COVERAGE_LABELS)}{missed}",
+    ]
+    shrunk = result.failure.shrink if result.failure is not None else None
+    if shrunk is not None:
+        lines.append(
+            f"    - shrink: {shrunk.replays} replays, {shrunk.steps} steps, "
+            f"{shrunk.seconds:.2f} s, to {len(shrunk.actions)} actions"
+        )
+    return "\n".join(lines)

@@ -29,11 +29,21 @@ from peftlife.checker.invariants import Violation
 from peftlife.search import scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
-from peftlife.search.trace import Action, apply
+from peftlife.search.trace import Action, ActionKind, apply
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
+
+# The fewest requests an example opens with (three contend for a device that
+# holds about one), and the most moves (iterations, armed faults) that follow.
+OPENING_REQUESTS = 3
+OPENING_MOVES = 8
+# The most requests one example cancels. A cancel relieves the pressure defects need:
+# with the rule drawn as often as the others, most examples cancelled every request
+# they had before a pool was ever full (bench/detection.py measured a fifth of the
+# catches there).
+MAX_CANCELS = 2
 
 # A finding of one example: a violation, or (for diff) a divergence.
 F = TypeVar("F", bound=LifecycleFailure)
@@ -180,6 +190,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.actions: list[Action] = []
         self.suspended: set[int] = set()
         self.submitted = 0
+        self.cancelled = 0
         self.failed = False
         self.checked = 0
         self.hung = False
@@ -287,27 +298,34 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
     adapter, weights = s.adapter_choice(), s.carries_weights()
     prompt_len = s.prompt_len.strategy(at_least=1)
     max_new_tokens = s.max_new_tokens.strategy(at_least=1)
+    # What an opening move may be: an iteration, or a fault the scenario arms.
+    faults: list[ActionKind] = [k for k in ("fail_grow", "refuse_resume") if getattr(s, k)]
+    opening_moves: list[ActionKind] = ["step", *faults]
 
     # Every rule is valid in every state (no precondition, no bundle to draw from),
     # so Hypothesis never rejects an example for an unlucky choice of rules.
     class Machine(LifecycleMachine):
-        # Every example opens with a request. Swarm testing drops a random subset of
-        # the rules from each example; without this, the half of the examples that
-        # lost ``submit`` had nothing to schedule and spent the budget for nothing.
+        # Every example opens by filling the device: a burst of submits, then a few
+        # moves (an executor iteration or an armed fault) before the rules take turns.
+        # Drawn one rule at a time, most examples spread their requests out and let
+        # cancels relieve the pressure first: the suspensions, recompute pauses and
+        # evictions where lifecycle defects live came in a few examples in a hundred
+        # (bench/detection.py measures it). And an example whose swarm draw dropped
+        # ``submit`` still has requests to schedule.
         @initialize(
             config=s.worlds(),
-            adapter=adapter,
-            weights=weights,
-            prompt_len=prompt_len,
-            max_new_tokens=max_new_tokens,
+            burst=st.lists(
+                st.tuples(adapter, weights, prompt_len, max_new_tokens),
+                min_size=min(OPENING_REQUESTS, s.max_requests),
+                max_size=s.max_requests,
+            ),
+            moves=st.lists(st.sampled_from(opening_moves), min_size=2, max_size=OPENING_MOVES),
         )
         def build_world(
             self,
             config: EngineConfig,
-            adapter: int,
-            weights: bool,
-            prompt_len: int,
-            max_new_tokens: int,
+            burst: list[tuple[int, bool, int, int]],
+            moves: list[ActionKind],
         ) -> None:
             self.config = config
             self.engine = Engine(config, factory, schedule_deadline=self.schedule_deadline)
@@ -317,7 +335,10 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
             cls.stats.examples += 1
             if cls.progress is not None:
                 cls.progress(cls.stats.examples, cls.stats.iterations)
-            self.submit(adapter, weights, prompt_len, max_new_tokens)
+            for request in burst:
+                self.submit(*request)
+            for kind in moves:
+                self._do(Action(kind))
 
         @rule(
             adapter=adapter, weights=weights, prompt_len=prompt_len, max_new_tokens=max_new_tokens
@@ -345,7 +366,11 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
             def cancel(self, back: int) -> None:
                 # Counted back from the latest request (ids are 1, 2, ... in order of
                 # submission); before any submit there is nothing to cancel.
-                if self.submitted:
+                if self.cancelled >= MAX_CANCELS:
+                    # Past the cap a cancel runs the executor once instead.
+                    self._do(Action("step"))
+                elif self.submitted:
+                    self.cancelled += 1
                     request = self.submitted - back % self.submitted
                     self._do(Action("cancel", request_id=request))
 

@@ -13,6 +13,7 @@ never touched; ``register()`` only adds the three peftlife names (so
 from __future__ import annotations
 
 import os
+import secrets
 
 from hypothesis import HealthCheck, Verbosity, settings
 
@@ -96,7 +97,8 @@ def get(name: str) -> settings:
 def for_search(
     profile: settings, *, max_examples: int | None = None, database: object = None
 ) -> settings:
-    """A profile as a front door runs it: quiet (the story is peftlife's to tell).
+    """A profile as a front door runs it: quiet (the story is peftlife's to tell)
+    unless Hypothesis's default settings ask for verbose output.
 
     ``max_examples`` and ``database`` (a Hypothesis example database) override
     the profile's when given. Hypothesis ignores the database of a derandomized
@@ -105,9 +107,25 @@ def for_search(
     >>> for_search(get("ci"), max_examples=7).max_examples
     7
     """
-    changes: dict[str, object] = {"verbosity": Verbosity.quiet}
+    # Louder only when asked for (pytest's --hypothesis-verbosity loads it as the default).
+    loud = settings.default.verbosity if settings.default.verbosity > Verbosity.normal else None
+    changes: dict[str, object] = {"verbosity": loud or Verbosity.quiet}
     if max_examples is not None:
         changes["max_examples"] = max_examples
     if database is not None:
         changes |= {"database": database, "derandomize": False}
     return settings(profile, **changes)  # type: ignore[arg-type]
+
+
+def run_seed(profile: settings, seed: int | None = None) -> int | None:
+    """The seed a run searches with, so that a random run can be run again.
+
+    The one given; None for a derandomized profile (its draw is fixed already);
+    else a fresh one, which the run reports with the command that replays it.
+
+    >>> run_seed(get("dev"), 7), run_seed(get("ci"))
+    (7, None)
+    """
+    if seed is not None or profile.derandomize:
+        return seed
+    return secrets.randbelow(2**32)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import attrs
 
@@ -30,6 +31,9 @@ class Options:
     # The cap on shrinking one finding (None: no cap), and who hears how it goes.
     shrink_timeout: float | None = DEFAULT_TIMEOUT
     shrink_progress: Callable[[ShrinkProgress], None] | None = None
+    # Told each search a machine's test ran, with its result (a ``SearchResult``):
+    # the pytest plugin's statistics.
+    on_search: Callable[[Any], None] | None = None
 
 
 _current: list[Options] = [Options()]

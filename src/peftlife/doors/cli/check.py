@@ -34,6 +34,7 @@ from peftlife.doors.cli.common import (
 )
 from peftlife.doors.cli.tell import for_ci, note_unchecked, tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
+from peftlife.search import profiles
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except baseline.BaselineError as err:
         raise BadInput(str(err)) from err
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
+    # A random run searches with a seed of its own choosing, so its finding can be replayed.
+    args.seed = profiles.run_seed(searching, args.seed)
     examples = budget(searching, every)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
@@ -136,6 +139,22 @@ def _report_finding(
         f"{what} found after {result.examples_to_find} examples, shrunk to "
         f"{len(case.actions)} actions{written(paths)}"
     )
+    if args.seed is not None:
+        console.print(f"seed {args.seed}: rerun with {rerun_command(args)}", soft_wrap=True)
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
     return for_ci(case, outcome, paths, invariant, is_known)
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """The command that runs this search again, seed included.
+
+    >>> rerun_command(argparse.Namespace(sut="reference", scenario="all", profile="peftlife-dev",
+    ...     max_examples=None, seed=7))
+    'peftlife check --sut reference --scenario all --profile peftlife-dev --seed 7'
+    """
+    words = ["peftlife check", f"--sut {args.sut}", f"--scenario {args.scenario}"]
+    words.append(f"--profile {args.profile}")
+    if args.max_examples is not None:
+        words.append(f"--max-examples {args.max_examples}")
+    return " ".join([*words, f"--seed {args.seed}"])
