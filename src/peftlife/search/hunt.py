@@ -111,10 +111,10 @@ def search(
             result = attrs.evolve(result, failure=smaller)
         return result
 
-    return outside.supervised_search(work, progress, _died(sut_spec))
+    return outside.supervised_search(work, progress, died_result(sut_spec))
 
 
-def _died(sut_spec: str) -> Callable[[LifecycleFailure, int, float], SearchResult]:
+def died_result(sut_spec: str) -> Callable[[LifecycleFailure, int, float], SearchResult]:
     """The result of a search whose scheduler took its process down (``outside``)."""
 
     def result(failure: LifecycleFailure, examples: int, seconds: float) -> SearchResult:
@@ -214,7 +214,9 @@ def hunt(
     """
     names = list(scenario_names or scenarios.shipped_names())
     return outside.supervised_search(
-        lambda told: _hunt(sut_spec, settings, names, seed, told, mixin), progress, _died(sut_spec)
+        lambda told: _hunt(sut_spec, settings, names, seed, told, mixin),
+        progress,
+        died_result(sut_spec),
     )
 
 
