@@ -139,3 +139,64 @@ class LockedNoReleaseOnSuspend(HoldsALock):
 
     def release_on_suspend(self, req: Request) -> None:
         pass
+
+
+# ---- every way of breaking the harness's hold, one class each (the robustness table) ----
+
+
+class ReturnsGarbage(ReferenceScheduler):
+    """Returns a number instead of a SchedulerOutput once it has two requests."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> object:
+        if len(active_requests) > 1:
+            return 42
+        return super().schedule_request(active_requests, inflight_request_ids)
+
+
+class HangsInPython(ReferenceScheduler):
+    """Loops in Python once it has two requests: the in-process alarm interrupts it."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        while len(active_requests) > 1:
+            pass
+        return super().schedule_request(active_requests, inflight_request_ids)
+
+
+class HangsInNativeCode(ReferenceScheduler):
+    """Loops inside C holding the GIL once it has two requests: no signal handler runs."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        if len(active_requests) > 1:
+            sum(range(10**13))
+        return super().schedule_request(active_requests, inflight_request_ids)
+
+
+class Segfaults(ReferenceScheduler):
+    """Reads address 0 from C once it has two requests, as a broken binding would."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        if len(active_requests) > 1:
+            import ctypes
+
+            ctypes.string_at(0)
+        return super().schedule_request(active_requests, inflight_request_ids)
+
+
+class AllocatesWithoutBound(ReferenceScheduler):
+    """Allocates 64 MiB after 64 MiB once it has two requests, never letting go."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        hoard = []
+        while len(active_requests) > 1:
+            hoard.append(bytearray(1 << 26))
+        return super().schedule_request(active_requests, inflight_request_ids)

@@ -119,8 +119,8 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
-def _peftlife(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+def _peftlife(*args: str, cwd: Path, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(TESTS), **env_vars}
     return subprocess.run(
         [sys.executable, "-m", "peftlife.doors.cli", *args],
         cwd=cwd,
@@ -272,12 +272,33 @@ def test_redis_lost_mid_run_keeps_every_finding(redis_server: RedisServer, tmp_p
     assert any(p.is_file() for p in local.rglob("*")), "the local mirror keeps the saves"
 
 
+def test_a_scheduler_that_ends_its_process_is_a_finding_not_a_dead_worker(
+    tmp_path: Path,
+) -> None:
+    result = _peftlife(
+        *_fuzz("-q", "--sut", "bad_schedulers:EndsItsProcess", "--scenario", "default",
+               "--workers", "1", "--max-examples", "10", "--seed", "1", cwd=tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    first = result.stdout.splitlines()[0]
+    assert "0 findings" not in first and "finding" in first, result.stdout
+    assert "every example held" not in result.stdout
+    assert "scheduler_protocol" in result.stdout
+    report = min(p for p in (tmp_path / "reports").glob("*.json") if p.name != "summary.json")
+    replayed = _peftlife("replay", str(report), cwd=tmp_path)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "ended the process with exit code 3" in replayed.stdout
+
+
 def test_a_worker_that_dies_is_a_finding_and_the_campaign_goes_on(tmp_path: Path) -> None:
+    # Without the outside watchdog the scheduler's exit takes the worker down with it.
     result = _peftlife(
         *_fuzz("--sut", "bad_schedulers:EndsItsProcess", "--scenario", "default",
                "--workers", "2", "--max-examples", "20", "--seed", "1", "--max-restarts", "1",
                "--junit-xml", "junit.xml", cwd=tmp_path),
         cwd=tmp_path,
+        PEFTLIFE_SUPERVISE="0",
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     crashes = [line for line in result.stdout.splitlines() if line.startswith("crash: ")]
@@ -307,7 +328,7 @@ def test_ctrl_c_stops_the_workers_and_writes_what_was_found(tmp_path: Path) -> N
     rest = proc.stdout.read()
     proc.wait(timeout=60)
     assert time.monotonic() - start < 30
-    assert proc.returncode == 1, rest
+    assert proc.returncode == 130, rest
     assert "(interrupted)" in rest and "Traceback" not in rest, rest
     assert list((tmp_path / "reports").glob("*.md"))
 

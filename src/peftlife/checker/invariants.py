@@ -649,18 +649,33 @@ def dead_stay_dead(s: Snapshot) -> Iterator[Violation]:
             )
 
 
+# The step errors that are the scheduler's own fault; the last two took its process down.
+SCHEDULER_FAULTS = (
+    "scheduler_raised",
+    "scheduler_hung",
+    "malformed_output",
+    "scheduler_exited",
+    "scheduler_crashed",
+)
+
+
 @invariant
 def scheduler_protocol(s: Snapshot) -> Iterator[Violation]:
     """The scheduler returned a readable output in time and did not raise."""
     for err in s.step.errors if s.step else ():
-        if err.kind in ("scheduler_raised", "scheduler_hung", "malformed_output"):
-            yield Violation(
-                "scheduler_protocol",
-                Subject(lead="the scheduler"),
-                "a SchedulerOutput of this engine's requests, returned in time",
-                err.message,
-                s.iteration,
-            )
+        if err.kind in SCHEDULER_FAULTS:
+            yield protocol_violation(err.message, s.iteration)
+
+
+def protocol_violation(found: str, iteration: int) -> Violation:
+    """The ``scheduler_protocol`` violation of one scheduler fault."""
+    return Violation(
+        "scheduler_protocol",
+        Subject(lead="the scheduler"),
+        "a SchedulerOutput of this engine's requests, returned in time",
+        found,
+        iteration,
+    )
 
 
 # The step's own faults first: when the engine met one, the broken state the

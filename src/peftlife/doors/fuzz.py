@@ -485,8 +485,7 @@ class Campaign:
             )
         elapsed = self.elapsed
         table.caption = (
-            f"{elapsed:.0f} s · {self.examples} examples · "
-            f"{self._tally()} · {_plural(len(self.crashes), 'crash', 'crashes')}"
+            f"{elapsed:.0f} s · {self.examples} examples · {self._tally()} · {self._lost()}"
         )
         return table
 
@@ -525,7 +524,8 @@ class Campaign:
         self.console.print(
             f"fuzzed {plan.sut} in {', '.join(plan.scenarios)}: {self.examples} examples in "
             f"{elapsed:.1f} s ({self.examples / max(elapsed, 1e-9):.0f}/s) on {plan.workers} "
-            f"workers, base seed {plan.seed}" + (" (interrupted)" if self.interrupted else "")
+            f"workers, base seed {plan.seed}: {self._tally()}, {self._lost()}"
+            + (" (interrupted)" if self.interrupted else "")
         )
         if self.groups:
             table = Table(
@@ -554,7 +554,7 @@ class Campaign:
             self.console.print(
                 f"{_plural(len(self._written), 'report')}, every finding's, in {plan.report_dir}"
             )
-        else:
+        elif not self.crashes and not self.interrupted:
             self.console.print("no finding: every example held")
         for worker, state in sorted(self.workers.items()):
             if state.ended:
@@ -575,9 +575,14 @@ class Campaign:
     def _tally(self) -> str:
         return f"{_plural(self.findings, 'finding')} of {_plural(len(self.groups), 'defect')}"
 
+    def _lost(self) -> str:
+        """The workers that died, or were ended busy: neither may read as held."""
+        ended = sum(w.ended for w in self.workers.values())
+        return f"{_plural(len(self.crashes) + ended, 'worker lost', 'workers lost')}"
+
     @property
     def found(self) -> bool:
-        return bool(self.groups or self.crashes)
+        return bool(self.groups or self.crashes or any(w.ended for w in self.workers.values()))
 
 
 def _plural(n: int, noun: str, nouns: str = "") -> str:

@@ -19,9 +19,10 @@ import attrs
 from peftlife import sut as sut_module
 from peftlife.checker.drain import drain_premise_broken
 from peftlife.checker.invariants import Violation
+from peftlife.search import outside
 from peftlife.search.failure import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
-from peftlife.search.trace import REQUEST_KINDS, Action, Entry, Outcome, checked_replay
+from peftlife.search.trace import REQUEST_KINDS, Action, Entry, Outcome
 from peftlife.world.config import EngineConfig
 from peftlife.world.fields import InvalidField, is_quiet, is_whole
 from peftlife.world.ledger import Call, given
@@ -264,7 +265,8 @@ def replay(case: Case, sut: str | None = None) -> Outcome:
 
     Every iteration is checked; if all hold, the world is drained (invariant 12).
     """
-    return checked_replay(case.config, case.actions, sut_module.load(sut or case.sut))
+    spec = sut or case.sut
+    return outside.replay(case.config, case.actions, sut_module.load(spec), sut=spec)
 
 
 # ---- JSON ----

@@ -28,8 +28,9 @@ from typing import Literal, Protocol
 import attrs
 
 from peftlife import sut
+from peftlife.search import outside
 from peftlife.search.failure import LifecycleFailure
-from peftlife.search.trace import Action, checked_replay
+from peftlife.search.trace import Action
 from peftlife.world.config import EngineConfig
 
 DEFAULT_PREFIX = "trtllm:"
@@ -250,7 +251,8 @@ class Prober:
 
     def replays_clean(self, commit: Commit, case: Replayable) -> bool:
         """Whether ``case`` replays on ``commit`` with every invariant holding."""
-        outcome = checked_replay(case.config, case.actions, sut.load(self.spec(commit)))
+        spec = self.spec(commit)
+        outcome = outside.replay(case.config, case.actions, sut.load(spec), sut=spec)
         return outcome.held
 
 

@@ -45,9 +45,9 @@ import hypothesis
 from peftlife import sut
 from peftlife.checker import drain, invariants
 from peftlife.checker.invariants import Subject, Violation, owned
-from peftlife.search import scenarios, shrink
+from peftlife.search import outside, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
-from peftlife.search.hunt import SearchResult, hunt, search
+from peftlife.search.hunt import SearchResult, died_result, hunt, search
 from peftlife.search.machine import LifecycleMachine
 from peftlife.search.trace import Action, apply
 from peftlife.world.config import EngineConfig
@@ -462,6 +462,7 @@ class PairedMachine(LifecycleMachine):
     def _do(self, action: Action) -> None:
         pair = self._paired()
         self.actions.append(action)
+        outside.action(action)
         self._label(f"rule: {action.kind}")
         if pair.act(len(self.actions) - 1, action):
             raise self._diverged(pair)
@@ -525,7 +526,29 @@ def find(
 ) -> DiffSearch:
     """Search traces on which A and B diverge, as ``check`` searches one scheduler;
     ``scenario`` ``all`` lets every shipped scenario take turns. A divergence is
-    the result's ``failure`` (a ``Diverged``), not yet shrunk."""
+    the result's ``failure`` (a ``Diverged``), not yet shrunk.
+
+    One supervised child runs the search and reads what each side broke, which
+    the machine's class gathers there (``peftlife.search.outside``); a side that
+    takes the process down is a ``scheduler_protocol`` failure instead.
+    """
+    died = died_result(sut_a)
+    return outside.supervised_search(
+        lambda told: _find(sut_a, sut_b, scenario, settings, ignore, seed, told),
+        progress,
+        lambda failure, examples, seconds: DiffSearch(died(failure, examples, seconds), {}),
+    )
+
+
+def _find(
+    sut_a: str,
+    sut_b: str,
+    scenario: str,
+    settings: hypothesis.settings,
+    ignore: Collection[str],
+    seed: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> DiffSearch:
     mixin = paired_with(sut.load(sut_b), ignore)
     if scenario == scenarios.ALL:
         result = hunt(sut_a, settings, seed=seed, progress=progress, mixin=mixin)

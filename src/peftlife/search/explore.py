@@ -25,7 +25,7 @@ import attrs
 
 from peftlife import sut
 from peftlife.checker import drain, invariants
-from peftlife.search import scenarios
+from peftlife.search import outside, scenarios
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay, replay
@@ -178,12 +178,33 @@ def explore(
     scenario's actions in that world. States are merged on their fingerprint
     only for a scheduler that declares ``keeps_no_state_between_passes = True``
     (read by ``Engine.state_declaration``); for any other the search is a
-    plain tree, exact but larger.
+    plain tree, exact but larger. It runs under the outside watchdog
+    (``peftlife.search.outside``): a scheduler that takes the process down is a
+    finding on the trace it was taking.
     """
-    factory = sut.load(sut_spec)
     s = scenarios.load(scenario)
     world = config if config is not None else scenarios.smallest_world(s)
+
+    def dead(failure: LifecycleFailure, examples: int, seconds: float) -> Exploration:
+        reached = len(failure.run.actions)
+        return Exploration(sut_spec, s.name, world, reached, examples, failure, True)
+
+    return outside.supervised_search(
+        lambda _: _explore(sut_spec, s, world, depth, alphabet, max_states), None, dead
+    )
+
+
+def _explore(
+    sut_spec: str,
+    s: Scenario,
+    world: EngineConfig,
+    depth: int,
+    alphabet: Alphabet | None,
+    max_states: int,
+) -> Exploration:
+    factory = sut.load(sut_spec)
     letters = alphabet if alphabet is not None else Alphabet.of(s, world)
+    outside.trying(sut_spec, s.name, world, ())
     root = Engine(world, factory)
     # A declaration that raised is a finding, which the drain of the first state reports.
     merge = root.state_declaration().stateless
@@ -204,6 +225,7 @@ def explore(
             for action in letters.actions(engine, trace):
                 child = copied(engine, trace)
                 actions = (*trace, action)
+                outside.trying(sut_spec, s.name, world, actions)
                 snapshot = apply(child, action)
                 if snapshot is not None and invariants.check(snapshot):
                     return found(actions, level)

@@ -15,6 +15,7 @@ from peftlife import sut
 from peftlife.checker.invariants import Violation
 from peftlife.search import shrink
 from peftlife.search.trace import Action, checked_replay
+from peftlife.world import supervisor
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 
@@ -43,6 +44,9 @@ class LifecycleFailure(AssertionError):
         self.hung = False
         # The seed of the search that found it (None: derandomized, or not told).
         self.seed: int | None = None
+        # Whether the scheduler took its process down (``peftlife.search.outside``):
+        # such a finding is not shrunk, since every candidate would do it again.
+        self.died = False
         first = violations[0]
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
         super().__init__(f"[{first.invariant}] {first}{more}")
@@ -50,6 +54,18 @@ class LifecycleFailure(AssertionError):
     @property
     def invariant(self) -> str:
         return self.violations[0].invariant
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # A supervised child sends its finding to the parent pickled; the default
+        # would call ``__init__`` with the message alone.
+        return _restored, (type(self), self.args, self.__dict__)
+
+
+def _restored(cls: type[LifecycleFailure], args: tuple[object, ...], state: dict) -> object:
+    failure = cls.__new__(cls)
+    failure.args = args
+    failure.__dict__.update(state)
+    return failure
 
 
 def minimized(
@@ -63,8 +79,30 @@ def minimized(
 
     ``timeout`` caps the shrink (None or 0: no cap); ``progress`` is told as it goes.
     """
-    if failure.shrunk:
+    if failure.shrunk or failure.died:
         return failure
+    # Supervised (``peftlife.world.supervisor``): a candidate may hang in native code,
+    # end the process or eat its memory. Progress crosses as (replays, best actions).
+    told = None if progress is None else _told(progress)
+    try:
+        return supervisor.supervised(
+            lambda tell: _minimized(failure, schedule_deadline, timeout, tell), told
+        )
+    except supervisor.SchedulerDied:
+        return failure  # as the search met it: no smaller case could be run to the end
+
+
+def _told(progress: Callable[[shrink.ShrinkProgress], None]) -> Callable[[int, int], None]:
+    return lambda replays, best: progress(shrink.ShrinkProgress(replays, best))
+
+
+def _minimized(
+    failure: LifecycleFailure,
+    schedule_deadline: float | None,
+    timeout: float | None,
+    tell: Callable[[int, int], None] | None,
+) -> LifecycleFailure:
+    progress = None if tell is None else (lambda p: tell(p.replays, p.best_actions))
     run = failure.run
     factory = sut.load(run.sut)
     shrunk = shrink.minimize(

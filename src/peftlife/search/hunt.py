@@ -25,7 +25,7 @@ import hypothesis
 from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
-from peftlife.search import compat, observe, profiles, scenarios, session, shrink
+from peftlife.search import compat, observe, outside, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, minimized
 from peftlife.search.machine import (
     COVERAGE_LABELS,
@@ -106,15 +106,29 @@ def search(
     its actions (``peftlife.search.diff`` runs them on two schedulers).
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
     """
-    with compat.stable_constants(), compat.digests_once():
-        result = _search(sut_spec, scenario, settings, seed, progress, schedule_deadline, mixin)
-    if result.failure is not None:
-        result.failure.seed = seed
-    if shrink and result.failure is not None:
-        smaller = minimized(
-            result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
-        )
-        result = attrs.evolve(result, failure=smaller)
+
+    def work(told: Callable[[int, int], None] | None) -> SearchResult:
+        with compat.stable_constants(), compat.digests_once():
+            result = _search(sut_spec, scenario, settings, seed, told, schedule_deadline, mixin)
+        if result.failure is not None:
+            result.failure.seed = seed
+        if shrink and result.failure is not None:
+            smaller = minimized(
+                result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
+            )
+            result = attrs.evolve(result, failure=smaller)
+        return result
+
+    return outside.supervised_search(work, progress, died_result(sut_spec))
+
+
+def died_result(sut_spec: str) -> Callable[[LifecycleFailure, int, float], SearchResult]:
+    """The result of a search whose scheduler took its process down (``outside``)."""
+
+    def result(failure: LifecycleFailure, examples: int, seconds: float) -> SearchResult:
+        scenario = failure.run.scenario
+        return SearchResult(sut_spec, scenario, failure, examples, examples, seconds, Counter())
+
     return result
 
 
@@ -211,6 +225,21 @@ def hunt(
     False
     """
     names = by_pressure(scenario_names or scenarios.shipped_names())
+    return outside.supervised_search(
+        lambda told: _hunt(sut_spec, settings, names, seed, told, mixin),
+        progress,
+        died_result(sut_spec),
+    )
+
+
+def _hunt(
+    sut_spec: str,
+    settings: hypothesis.settings,
+    names: list[str],
+    seed: int | None,
+    progress: Callable[[int, int], None] | None,
+    mixin: type | None,
+) -> SearchResult:
     base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
     spent = dict.fromkeys(names, 0)
     coverage: Counter[str] = Counter()

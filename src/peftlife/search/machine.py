@@ -26,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from peftlife import sut
 from peftlife.checker import drain, invariants
 from peftlife.checker.invariants import Violation
-from peftlife.search import scenarios, shrink
+from peftlife.search import outside, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, ActionKind, apply
@@ -237,6 +237,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _do(self, action: Action) -> None:
         assert self.engine is not None
         self.actions.append(action)
+        outside.action(action)
         self._label(f"rule: {action.kind}")
         snapshot = apply(self.engine, action)
         if snapshot is not None and (violations := self._observe(snapshot)):
@@ -251,6 +252,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         """Count the paths one iteration took, then check it."""
         type(self).stats.iterations += 1
         self.checked += 1
+        outside.iteration(snapshot.iteration)
         for label in path_labels(snapshot):
             self._label(label)
         for call in snapshot.step.calls if snapshot.step else ():
@@ -328,6 +330,7 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
             moves: list[ActionKind],
         ) -> None:
             self.config = config
+            outside.begin(self.sut_spec, s.name, config)
             self.engine = Engine(config, factory, schedule_deadline=self.schedule_deadline)
             for label in world_labels(config):
                 self._label(label)

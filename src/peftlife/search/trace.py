@@ -8,7 +8,7 @@ started it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 import attrs
@@ -184,10 +184,13 @@ def checked_replay(
     factory: SchedulerFactory,
     *,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    journal: Callable[[Entry], None] | None = None,
 ) -> Outcome:
     """Replay as the machine runs an example: every iteration checked, then the drain.
 
-    Stops at the first iteration with a violation.
+    Stops at the first iteration with a violation. ``journal`` is told each
+    entry as it completes (``peftlife.search.outside`` keeps them, in case the
+    scheduler takes the process down at the next).
     """
     engine = Engine(config, factory, schedule_deadline=schedule_deadline)
     entries: list[Entry] = []
@@ -196,9 +199,20 @@ def checked_replay(
         if snapshot is None:
             continue
         entries.append(Entry(index, snapshot))
+        if journal is not None:
+            journal(entries[-1])
         violations = check(snapshot)
         if violations:
             return Outcome(tuple(entries), tuple(violations), "step")
-    result = drain(engine)
+    if journal is None:
+        result = drain(engine)
+    else:
+        told = journal
+
+        def checked(snapshot: Snapshot) -> list[Violation]:
+            told(Entry(None, snapshot))
+            return check(snapshot)
+
+        result = drain(engine, checker=checked)
     entries.extend(Entry(None, s) for s in result.snapshots)
     return Outcome(tuple(entries), result.violations, "drain" if result.violations else None)

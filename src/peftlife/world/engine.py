@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from peftlife.world import untrusted
+from peftlife.world import untrusted, watchdog
 from peftlife.world.config import EngineConfig
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
@@ -43,8 +43,9 @@ from peftlife.world.snapshot import (
 from peftlife.world.untrusted import StateDeclaration
 from peftlife.world.watchdog import WATCHDOG
 
-# Seconds the scheduler's code (its factory, each pass) may take before it is called hung.
-DEFAULT_SCHEDULE_DEADLINE = 10.0
+# Seconds the scheduler's code (its factory, each pass) may take before it is called hung;
+# the environment's PEFTLIFE_SCHEDULE_DEADLINE, read when peftlife is imported, overrides it.
+DEFAULT_SCHEDULE_DEADLINE = watchdog.deadline_from_env(10.0)
 
 # The request fields the scheduler must not write (spec 8b): all but its own.
 GUARDED_FIELDS = tuple(

@@ -16,15 +16,28 @@ wrong).
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
 from types import FrameType
 from typing import Any
 
+from peftlife.world import supervisor
+
 _MAIN = threading.main_thread().ident
 # A hang that swallowed ``SchedulerHung`` is interrupted again after this long.
 _AGAIN_AFTER = 1.0
+
+
+def deadline_from_env(default: float) -> float:
+    """``PEFTLIFE_SCHEDULE_DEADLINE`` in seconds if set to a positive number, else ``default``."""
+    text = os.environ.get("PEFTLIFE_SCHEDULE_DEADLINE", "")
+    try:
+        seconds = float(text)
+    except ValueError:
+        return default
+    return seconds if seconds > 0 else default
 
 
 class SchedulerHung(BaseException):
@@ -94,13 +107,18 @@ class Watchdog:
     def enter(self, seconds: float | None, what: str) -> None:
         """The scheduler's code starts now and must return within ``seconds`` (None: no limit).
 
-        Only the main thread, where the alarm is delivered, is watched.
+        Only the main thread, where the alarm is delivered, is watched here; a
+        supervised child also stamps it for the watchdog outside (``supervisor``).
         """
+        if (stamp := supervisor.STAMP) is not None:
+            stamp.enter(seconds, what)
         if seconds is not None and self._armed and threading.get_ident() == _MAIN:
             self._seconds, self._what = seconds, what
             self._deadline_at = time.monotonic() + seconds
 
     def leave(self) -> None:
+        if (stamp := supervisor.STAMP) is not None:
+            stamp.leave()
         if threading.get_ident() == _MAIN:
             self._deadline_at = None
 

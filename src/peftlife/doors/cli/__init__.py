@@ -35,6 +35,7 @@ from peftlife.doors.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FOUND,
     EXIT_HELD,
+    EXIT_INTERRUPTED,
     BadInput,
     Help,
     Parser,
@@ -93,6 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         args = parser.parse_args(argv)
         code: int = args.run(args, console)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, never a traceback. Reports are written as findings are
+        # made, so what was found before it is on disk already.
+        print("peftlife: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (BadInput, ci_outputs.CiOutputError) as err:
         if err.__cause__ is not None and getattr(args, "verbose", False):
             traceback.print_exception(err.__cause__, file=sys.stderr)

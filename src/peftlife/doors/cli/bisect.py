@@ -30,10 +30,9 @@ from peftlife.doors.cli.common import (
 )
 from peftlife.doors.cli.common import settings as common_settings
 from peftlife.doors.cli.tell import tell_case
-from peftlife.search import bisect, scenarios
+from peftlife.search import bisect, outside, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt, search
-from peftlife.search.trace import checked_replay
 
 
 def add_parser(command: NewCommand) -> None:
@@ -109,7 +108,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     def test(spec: str) -> bisect.Failure | None:
         if case is not None:
-            outcome = checked_replay(case.config, case.actions, sut.load(spec))
+            outcome = outside.replay(case.config, case.actions, sut.load(spec), sut=spec)
             return bisect.Failure(outcome.violations[0].invariant) if outcome.violations else None
         if args.scenario == ALL_SCENARIOS:
             found = hunt(spec, settings, seed=seed).failure

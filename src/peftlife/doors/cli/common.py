@@ -23,6 +23,8 @@ from peftlife.doors import ci_outputs
 from peftlife.search import database, profiles, scenarios, shrink
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
+# Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
 ALL_SCENARIOS = scenarios.ALL
 SUT_HELP = f"the scheduler: {sut.FORMS}"
 # Without --database a search keeps the profile's: Hypothesis's own under dev and nightly.

@@ -28,10 +28,11 @@ from peftlife.doors.cli.common import (
     shrink_timeout_option,
     validate,
 )
-from peftlife.doors.cli.tell import warn_unreached, written
+from peftlife.doors.cli.tell import for_ci, tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
 from peftlife.reports import diff as diff_reports
 from peftlife.search import diff
+from peftlife.search.hunt import SearchResult
 from peftlife.world.words import count
 
 
@@ -82,6 +83,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
         result = found.result
         shrunk = None
+        if result.failure is not None and result.failure.died:
+            return _died(args, console, result)
         if result.failure is not None:
             shrunk = diff.minimized(
                 result.failure,
@@ -154,6 +157,36 @@ def run(args: argparse.Namespace, console: Console) -> int:
     )
     ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (jcase,)), args)
     return EXIT_FOUND
+
+
+def _died(args: argparse.Namespace, console: Console, result: SearchResult) -> int:
+    """A scheduler took the search's process down: that is its own finding, not a divergence.
+
+    The trace is replayed on each side alone (under the outside watchdog) to
+    learn whose it was, and told as ``check`` tells a finding.
+    """
+    assert result.failure is not None
+    run = result.failure.run
+    for spec in (args.a, args.b):
+        case = reports.Case(
+            spec, run.scenario, run.config, run.actions, args.seed, args.profile,
+            result.examples_to_find, shrunk=False,
+        )  # fmt: skip
+        outcome = reports.replay(case)
+        if outcome.held:
+            continue
+        outcome, paths = tell_case(case, args, console, outcome)
+        console.print(
+            f"{spec} took the search's process down after "
+            f"{count(result.examples_to_find, 'example')}{written(paths)}"
+        )
+        finding, story, details = for_ci(case, outcome, paths, outcome.violations[0].invariant)
+        jcase = ci_outputs.JunitCase(
+            result.scenario, f"{args.a} vs {args.b}", result.seconds, finding.invariant, story
+        )
+        ci_outputs.write(ci_outputs.CiOutputs("diff", details, (jcase,)), args)
+        return EXIT_FOUND
+    raise RuntimeError(f"the search's process died, yet neither {args.a} nor {args.b} did so again")
 
 
 def _write_diff(

@@ -108,4 +108,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     campaign.summary()
     note_unchecked(names, console)
     ci_outputs.write(ci_outputs.for_campaign(ci_outputs.CampaignSummary.of(campaign)), args)
+    if campaign.interrupted:  # what it found is written: now the one line and exit 130
+        raise KeyboardInterrupt
     return EXIT_FOUND if campaign.found else EXIT_HELD

@@ -15,14 +15,18 @@ from peftlife.search.hunt import SearchResult
 
 
 def tell_case(
-    case: reports.Case, args: argparse.Namespace, console: Console
+    case: reports.Case,
+    args: argparse.Namespace,
+    console: Console,
+    outcome: reports.Outcome | None = None,
 ) -> tuple[reports.Outcome, dict[str, Path]]:
-    """Replay a case, tell its story (unless quiet), write its reports; return their paths.
+    """Replay a case (unless its ``outcome`` is given), tell its story (unless quiet),
+    write its reports; return the outcome and the reports' paths.
 
     Reports that cannot be written lose nothing: the story is then told whatever
     ``-q`` says, a line says where writing failed, and no paths come back.
     """
-    outcome = reports.replay(case)
+    outcome = outcome or reports.replay(case)
     if not args.quiet:
         reports.render_terminal(case, outcome, console)
         console.print()
