@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
+import tempfile
 import time
 import traceback
 import types
@@ -318,15 +319,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
     lines: list[str] = []
     options = session.current()
+    # Hypothesis tells its statistics where the search runs: in the outside
+    # watchdog's child (``peftlife.world.supervisor``), whose memory dies with it.
+    # A file both processes share carries them back.
+    relay = tempfile.TemporaryFile("w+", encoding="utf-8")
 
     def hypothesis_stats(stats: Any) -> None:
-        lines.append(describe_statistics({**stats, "nodeid": item.nodeid}))
+        relay.write(describe_statistics({**stats, "nodeid": item.nodeid}) + "\0")
+        relay.flush()
 
     def peftlife_stats(result: SearchResult) -> None:
+        relay.seek(0)
+        lines.extend(text for text in relay.read().split("\0") if text)
+        relay.seek(0)
+        relay.truncate()
         lines.append(describe(result))
 
     try:
         with (
+            relay,
             collector.with_value(hypothesis_stats),
             session.using(attrs.evolve(options, on_search=peftlife_stats)),
         ):
