@@ -234,14 +234,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     options = session.current()
 
     def hypothesis_stats(stats: Any) -> None:
-        lines.append(describe_statistics({**stats, "nodeid": item.nodeid}))
+        named: Any = {**stats, "nodeid": item.nodeid}
+        lines.append(describe_statistics(named))
 
     def peftlife_stats(result: SearchResult) -> None:
         lines.append(describe(result))
 
     try:
         with (
-            collector.with_value(hypothesis_stats),
+            # Hypothesis types its collector's value as None, though it calls it.
+            collector.with_value(hypothesis_stats),  # type: ignore[arg-type]
             session.using(attrs.evolve(options, on_search=peftlife_stats)),
         ):
             return (yield)
