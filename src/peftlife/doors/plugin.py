@@ -325,7 +325,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     relay = tempfile.TemporaryFile("w+", encoding="utf-8")
 
     def hypothesis_stats(stats: Any) -> None:
-        relay.write(describe_statistics({**stats, "nodeid": item.nodeid}) + "\0")
+        named: Any = {**stats, "nodeid": item.nodeid}
+        relay.write(describe_statistics(named) + "\0")
         relay.flush()
 
     def peftlife_stats(result: SearchResult) -> None:
@@ -338,7 +339,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     try:
         with (
             relay,
-            collector.with_value(hypothesis_stats),
+            # Hypothesis types its collector's value as None, though it calls it.
+            collector.with_value(hypothesis_stats),  # type: ignore[arg-type]
             session.using(attrs.evolve(options, on_search=peftlife_stats)),
         ):
             return (yield)

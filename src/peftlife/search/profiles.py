@@ -108,7 +108,8 @@ def for_search(
     7
     """
     # Louder only when asked for (pytest's --hypothesis-verbosity loads it as the default).
-    loud = settings.default.verbosity if settings.default.verbosity > Verbosity.normal else None
+    default = settings.default
+    loud = default.verbosity if default and default.verbosity > Verbosity.normal else None
     changes: dict[str, object] = {"verbosity": loud or Verbosity.quiet}
     if max_examples is not None:
         changes["max_examples"] = max_examples
