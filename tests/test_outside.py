@@ -97,6 +97,8 @@ def test_ctrl_c_inside_a_native_hang_is_one_line_and_exit_130(tmp_path: Path) ->
         [sys.executable, "-m", "peftlife.doors.cli", "check", "-q", "--sut",
          "bad_schedulers:HangsInNativeCode", "--report-dir", str(tmp_path / "reports")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A test run in the background inherits SIGINT ignored; a terminal's Ctrl-C is not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     time.sleep(4)  # imported, searching, and by now inside the hang
     start = time.monotonic()
