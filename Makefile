@@ -34,7 +34,9 @@ explore: setup
 
 # Speed and shrink goals, measured (not part of `make test`): prints a table and
 # writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers,
-# then a soak of every mutant through check and fuzz under a watchdog (fails on a hang).
+# then a soak of every mutant through check and fuzz under a watchdog (fails on a hang),
+# then every kind of bad scheduler through every door (bench/robustness.py: fails on a
+# hang, an exit 0 or a traceback).
 # Then how many examples Hypothesis aborts and whether a hunt reports a finding
 # later than its first (bench/findings.py, printed only). Last, the detection
 # table: how often and how soon fresh dev runs find each mutant (bench/detection.py).
@@ -44,6 +46,7 @@ bench: setup
 	$(BIN)/python -m bench.search $(BENCH_ARGS)
 	$(BIN)/python -m bench.fuzz --out docs/benchmarks.md
 	$(BIN)/python -m bench.soak --out docs/benchmarks.md $(BENCH_ARGS)
+	$(BIN)/python -m bench.robustness --out docs/benchmarks.md $(BENCH_ARGS)
 	$(BIN)/python bench/findings.py
 	$(BIN)/python -m bench.detection --out docs/benchmarks.md $(if $(BENCH_ARGS),--runs 20 --hunt-seeds 5)
 

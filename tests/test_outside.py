@@ -19,18 +19,25 @@ import pytest
 TESTS = Path(__file__).parent
 # The scheduler's deadline in these runs; a native hang is ended a MARGIN later.
 DEADLINE = 1
-BAD = {
+BAD: dict[str, str | tuple[str, ...]] = {
     "Raising": "schedule_request raised RuntimeError",
     "ReturnsGarbage": "scheduler_protocol",
     "HangsInPython": "did not return within 1",
     "HangsInNativeCode": "could not be interrupted",
     "EndsItsProcess": "ended the process with exit code 3",
     "Segfaults": "crashed the process (was killed by SIGSEGV)",
-    "AllocatesWithoutBound": "MemoryError",
+    # Capped, it meets a MemoryError; on a loaded machine the deadline may come first.
+    "AllocatesWithoutBound": ("MemoryError", "did not return within 1"),
 }
 # Deadline, margin and a replay: what the slowest verdict may take (a shrink of a
 # Python hang waits out several short deadlines).
 LIMIT_S = 60
+
+
+def _told(kind: str, text: str) -> bool:
+    """Whether ``text`` says what that kind of bad scheduler did."""
+    expected = BAD[kind]
+    return any(e in text for e in ((expected,) if isinstance(expected, str) else expected))
 
 
 def _env() -> dict[str, str]:
@@ -60,7 +67,7 @@ def test_check_turns_every_bad_scheduler_into_a_finding(kind: str, tmp_path: Pat
     )  # fmt: skip
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
-    assert "scheduler_protocol" in out and BAD[kind] in out, out
+    assert "scheduler_protocol" in out and _told(kind, out), out
     assert "Traceback" not in out, out
     assert seconds < LIMIT_S
     (report,) = (p for p in (tmp_path / "reports").glob("*.json") if p.name != "summary.json")
@@ -86,7 +93,7 @@ def test_the_pytest_door_turns_every_bad_scheduler_into_a_failed_test(
         tmp_path,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "scheduler_protocol" in result.stdout and BAD[kind] in result.stdout, result.stdout
+    assert "scheduler_protocol" in result.stdout and _told(kind, result.stdout), result.stdout
     assert "1 failed" in result.stdout
     assert seconds < LIMIT_S
 
@@ -97,6 +104,8 @@ def test_ctrl_c_inside_a_native_hang_is_one_line_and_exit_130(tmp_path: Path) ->
         [sys.executable, "-m", "peftlife.doors.cli", "check", "-q", "--sut",
          "bad_schedulers:HangsInNativeCode", "--report-dir", str(tmp_path / "reports")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A test run in the background inherits SIGINT ignored; a terminal's Ctrl-C is not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     time.sleep(4)  # imported, searching, and by now inside the hang
     start = time.monotonic()

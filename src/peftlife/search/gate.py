@@ -17,9 +17,10 @@ import enum
 import json
 import multiprocessing
 import queue
+import signal
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -360,6 +361,8 @@ _NEWS_EVERY, _NEWS_SHOWN = 0.25, 1.0
 def _hear_news(tell: Callable[[str], None] | None) -> None:
     global _NEWS
     _NEWS = tell
+    # Ctrl-C is the gate's to handle: a worker that took it would print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _shrink_news(mutant: str) -> Callable[[ShrinkProgress], None] | None:
@@ -383,21 +386,37 @@ def _in_processes(
     heard_news: multiprocessing.Queue[str] = multiprocessing.Queue()
     with ProcessPoolExecutor(jobs, initializer=_hear_news, initargs=(heard_news.put,)) as pool:
         futures = [pool.submit(_run, one) for one in runs]
-        pending, heard = set(futures), 0.0
-        while pending:
-            _, pending = wait(pending, timeout=_NEWS_EVERY, return_when=FIRST_COMPLETED)
-            latest = None
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    latest = heard_news.get_nowait()
-            if latest is not None:
-                tell(latest)
-                heard = time.monotonic()
-            elif heard and time.monotonic() - heard > _NEWS_SHOWN:
-                tell(None)
-                heard = 0.0
-            done(len(futures) - len(pending))
-        return [f.result() for f in futures]
+        try:
+            return _collect(futures, heard_news, done, tell)
+        except BaseException:  # Ctrl-C: end the workers now, not after every queued run
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _collect(
+    futures: list[Future[GateRow]],
+    heard_news: multiprocessing.Queue[str],
+    done: Callable[[int], None],
+    tell: News,
+) -> list[GateRow]:
+    """Wait for the runs, handing on the latest shrink news; their rows in order."""
+    pending, heard = set(futures), 0.0
+    while pending:
+        _, pending = wait(pending, timeout=_NEWS_EVERY, return_when=FIRST_COMPLETED)
+        latest = None
+        with contextlib.suppress(queue.Empty):
+            while True:
+                latest = heard_news.get_nowait()
+        if latest is not None:
+            tell(latest)
+            heard = time.monotonic()
+        elif heard and time.monotonic() - heard > _NEWS_SHOWN:
+            tell(None)
+            heard = 0.0
+        done(len(futures) - len(pending))
+    return [f.result() for f in futures]
 
 
 def _run(one: Run) -> GateRow:

@@ -40,6 +40,8 @@ never prints a traceback of its own.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import mmap
 import os
 import pickle
@@ -67,6 +69,7 @@ _POLL = 0.05
 # gets a hang: ending a worker inside scheduler code must not read as "held".
 STOPPED_INSIDE = 1.0
 MEMORY_HEADROOM = 4 << 30
+_PR_SET_PDEATHSIG = 1
 _JOURNAL = 32 << 20
 
 # since, deadline, examples, iterations, mark, journal end, what (64 bytes)
@@ -208,6 +211,7 @@ def _child(work: Callable[[], Any], stamp: Stamp, out: int) -> None:
     try:  # whatever happens, the child never runs on into the parent's code
         STAMP = stamp
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent()
         _cap_memory()
         try:
             result: tuple[str, Any] = ("returned", work())
@@ -225,6 +229,14 @@ def _child(work: Callable[[], Any], stamp: Stamp, out: int) -> None:
             stream.flush()
     finally:
         os._exit(0)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to end this child when its parent ends (a parent killed outright
+    cannot end it itself); elsewhere an orphan finishes its work and exits."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _cap_memory() -> None:

@@ -11,7 +11,9 @@ by ``peftlife.world.untrusted.call``, the one way it is called.
 
 SIGALRM exists only on the main thread of a POSIX process: elsewhere the
 watchdog does nothing and a hang is not caught (documented, never silently
-wrong).
+wrong). No handler runs while native code holds the GIL, nor after the
+process ends: ``peftlife.world.supervisor`` is the watchdog outside the
+process for those, and ``enter``/``leave`` stamp its shared page too.
 """
 
 from __future__ import annotations
