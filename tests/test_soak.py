@@ -32,6 +32,9 @@ def soak(config: EngineConfig, seed: int, iterations: int = ITERATIONS) -> dict[
                 max_new_tokens=rng.randint(1, budget - prompt),
                 lora_task_id=rng.choice([None, *engine.adapter_ids]),
                 lora_weights=rng.random() < 0.9,
+                # As the LLM API sends them: upstream's recompute teardown unpins the
+                # host copy, and a request with neither weights nor a path is stranded.
+                lora_path=True,
             )
             counts["submitted"] += 1
         if engine.live_requests and rng.random() < 0.02:
