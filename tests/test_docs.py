@@ -58,9 +58,10 @@ def test_the_skeleton_holds_in_every_shipped_scenario(scenario: str) -> None:
 
 def test_the_readme_shows_the_warning_make_check_prints() -> None:
     result = search("reference", "default", profiles.get("ci"), shrink=False)
-    assert result.held and (warning := warning_of(result))
+    assert result.held
     sample = next(body for _, body in blocks(README) if body.startswith("held: "))
-    assert sample.splitlines()[1] == warning
+    # The warning line, when the run leaves a path unreached; else the gate's table follows.
+    assert sample.splitlines()[1] == (warning_of(result) or "peftlife mutant gate")
 
 
 def test_every_type_the_protocol_names_is_importable_from_peftlife() -> None:
