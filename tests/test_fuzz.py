@@ -282,7 +282,7 @@ def test_a_scheduler_that_ends_its_process_is_a_finding_not_a_dead_worker(
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     first = result.stdout.splitlines()[0]
-    assert "0 findings" not in first and "finding" in first, result.stdout
+    assert re.search(r"\b[1-9]\d* findings?\b", first), result.stdout
     assert "every example held" not in result.stdout
     assert "scheduler_protocol" in result.stdout
     report = min(p for p in (tmp_path / "reports").glob("*.json") if p.name != "summary.json")
