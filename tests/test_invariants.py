@@ -303,7 +303,7 @@ def test_invariants_are_the_twelve_of_the_spec_in_order() -> None:
         "no_scheduler_caused_fault",
         "retiring_keeps_its_place",
         "in_flight_pin",
-        "single_teardown",
+        "nothing_after_teardown",
         "dead_stay_dead",
         "scheduler_protocol",
     ]
@@ -385,6 +385,17 @@ BREAKS: list[tuple[str, Callable[[Snapshot], Snapshot], str]] = [
         "the batch",
     ),
     (
+        "nothing_after_teardown",
+        lambda s: with_calls(
+            s,
+            call("free_resources", 1, caller="recompute_teardown", component="target"),
+            # A second free is upstream's own and idempotent; a registration is not.
+            call("free_resources", 1, caller="free_resources", component="target"),
+            call("add_request_peft", 1, caller="prepare_resources", args=peft_args(), result="ok"),
+        ),
+        "request 1",
+    ),
+    (
         "scheduler_protocol",
         lambda s: with_errors(s, StepError("scheduler_raised", "schedule_request raised")),
         "the scheduler",
@@ -392,8 +403,21 @@ BREAKS: list[tuple[str, Callable[[Snapshot], Snapshot], str]] = [
 ]
 
 
+def test_a_second_idempotent_free_is_not_a_violation() -> None:
+    """Upstream frees a recompute-paused request that then finishes twice: both frees,
+    and both terminations, are idempotent (py_executor.py, _handle_responses)."""
+    twice = with_calls(
+        baseline(),
+        call("free_resources", 1, caller="recompute_teardown", component="target"),
+        call("mark_request_done", 1, caller="recompute_teardown", args=peft_args(False)),
+        call("free_resources", 1, caller="free_resources", component="target"),
+        call("mark_request_done", 1, caller="free_resources", args=peft_args(False)),
+    )
+    assert run("nothing_after_teardown", twice) == []
+
+
 def test_every_invariant_has_a_break() -> None:
-    # The overlap executor's four are broken at their edges in tests/test_overlap.py.
+    # The overlap executor's three are broken at their edges in tests/test_overlap.py.
     assert sorted(name for name, _, _ in BREAKS) == sorted(set(INVARIANTS) - set(OVERLAP_ONLY))
 
 
@@ -422,7 +446,7 @@ def test_expected_ownership_per_clause() -> None:
 
 @pytest.mark.parametrize("started", [True, False])
 @pytest.mark.parametrize("residency", [ACTIVE, SUSPENDED, NONE])
-def test_expected_ownership_recompute_pending_always_paused(
+def test_expected_ownership_recompute_pending_is_not_active(
     started: bool, residency: Residency
 ) -> None:
     view = running(
@@ -431,7 +455,10 @@ def test_expected_ownership_recompute_pending_always_paused(
         recompute_pending=True,
         target=attrs.evolve(RUNNING_KV, residency=residency),
     )
-    assert expected_ownership(view) == "paused"
+    # Upstream's executor terminates it; where the executor leaves the teardown to the
+    # scheduler (opt-in), the scheduler must have paused it.
+    assert expected_ownership(view) == "paused or none"
+    assert expected_ownership(view, scheduler_tears_down=True) == "paused"
 
 
 def test_started_active_must_be_active() -> None:
@@ -476,23 +503,32 @@ def recompute_pending_world(view: RequestView, a: AdapterView) -> Snapshot:
     return with_adapter(with_requests(baseline(), view, waiting()), a)
 
 
-def test_recompute_pending_after_a_recompute_pause_must_be_paused() -> None:
+def _scheduler_tears_down(s: Snapshot) -> Snapshot:
+    assert s.step is not None
+    return attrs.evolve(s, step=attrs.evolve(s.step, scheduler_tears_down=True))
+
+
+def test_recompute_pending_after_a_recompute_pause_is_not_active() -> None:
     # The realistic case: KV freed, rewound to a first chunk (so unstarted), registered before.
     view = running(state=CTX, position=0, started=False, recompute_pending=True, target=NO_CACHE)
     paused = adapter(active=(), paused=(1,), device=DONE)
+    terminated = adapter(active=(), device=DONE)
     assert_clean("ownership_follows_residency", recompute_pending_world(view, paused))
+    # Upstream's executor terminates the ownership: nothing is what it leaves.
+    assert_clean("ownership_follows_residency", recompute_pending_world(view, terminated))
     v = only(
         "ownership_follows_residency",
         recompute_pending_world(view, adapter()),
         "request 1 (adapter 7)",
     )
-    assert (v.expected, v.found) == ("paused (recompute-pending)", "active")
+    assert (v.expected, v.found) == ("paused or none (recompute-pending)", "active")
+    # Where the scheduler owns the teardown, a terminate loses the host pin it must keep.
     v = only(
         "ownership_follows_residency",
-        recompute_pending_world(view, adapter(active=(), device=DONE)),
+        _scheduler_tears_down(recompute_pending_world(view, terminated)),
         "request 1 (adapter 7)",
     )
-    assert v.found == "none"
+    assert (v.expected, v.found) == ("paused (recompute-pending)", "none")
 
 
 @pytest.mark.parametrize("kv", [RUNNING_KV, NO_CACHE], ids=["ACTIVE", "NONE"])
@@ -503,7 +539,7 @@ def test_recompute_pending_clause_wins_over_started(kv: CacheView) -> None:
         recompute_pending_world(view, adapter()),
         "request 1 (adapter 7)",
     )
-    assert (v.expected, v.found) == ("paused (recompute-pending)", "active")
+    assert (v.expected, v.found) == ("paused or none (recompute-pending)", "active")
     paused = adapter(active=(), paused=(1,), device=DONE)
     assert_clean("ownership_follows_residency", recompute_pending_world(view, paused))
 
@@ -546,9 +582,13 @@ def test_requests_without_adapter_are_ignored() -> None:
         waiting(5, lora_task_id=None, recompute_pending=True),
     )
     assert_clean("ownership_follows_residency", s)
-    # The same requests with an adapter they do not own are reported.
-    with_adapters = with_requests(
-        s, *(attrs.evolve(v, lora_task_id=TASK) if v.request_id > 2 else v for v in s.requests)
+    # The same requests with an adapter they do not own are reported (the
+    # recompute-pending one where the scheduler owns its teardown).
+    with_adapters = _scheduler_tears_down(
+        with_requests(
+            s,
+            *(attrs.evolve(v, lora_task_id=TASK) if v.request_id > 2 else v for v in s.requests),
+        )
     )
     found = run("ownership_follows_residency", with_adapters)
     assert {str(v.subject) for v in found} == {

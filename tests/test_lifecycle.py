@@ -33,6 +33,10 @@ ACTIVE, SUSPENDED, NONE = Residency.ACTIVE, Residency.SUSPENDED, Residency.NONE
 
 
 def make(**config: Any) -> Engine:
+    # The spec's rows show the scheduler's own releases: the executor leaves them as
+    # they are (upstream's PyExecutor then terminates a recompute-paused request's
+    # adapter; test_engine and test_overlap show that teardown).
+    config.setdefault("recompute_teardown", "scheduler_only")
     return Engine(EngineConfig(**config), ReferenceScheduler)
 
 

@@ -75,12 +75,42 @@ def test_eos_ends_an_in_flight_member_at_the_next_read_back() -> None:
 
 
 def test_a_held_batch_is_prepared_but_not_launched() -> None:
-    engine = Engine(OVERLAP, ReferenceScheduler)
+    engine = Engine(attrs.evolve(OVERLAP, hold_reason="attention_dp"), ReferenceScheduler)
     rid = engine.submit(prompt_len=4, max_new_tokens=2)
     assert engine.hold_batch()
     snap = engine.step()
     assert snap.step is not None and snap.step.held and not snap.step.batch_ran
     assert snap.in_flight == () and snap.request(rid).position == 0  # type: ignore[union-attr]
+    assert invariants.check(snap) == []
+
+
+def test_a_single_rank_never_holds_a_batch() -> None:
+    """Upstream queues every non-empty batch on one rank without attention DP
+    (py_executor.py, _can_queue): a world with no hold reason refuses hold_batch."""
+    engine = Engine(OVERLAP, ReferenceScheduler)
+    engine.submit(prompt_len=4, max_new_tokens=2)
+    assert not engine.hold_batch()
+
+
+@pytest.mark.parametrize(("reason", "kept"), [("batch_waiting", ()), ("context_kv_cap", (2,))])
+def test_batch_waiting_and_the_kv_cap_drop_context_requests(
+    reason: str, kept: tuple[int, ...]
+) -> None:
+    """Upstream's _waiting_requests drops every context request while generation runs,
+    _cap_context_by_total_kv_len those after the first: their KV stays grown, they do
+    not run, and the rest of the batch does."""
+    engine = Engine(attrs.evolve(OVERLAP, hold_reason=reason), ReferenceScheduler)
+    first = engine.submit(prompt_len=2, max_new_tokens=4)
+    engine.step()
+    engine.step()  # request 1 generates from now on
+    second = engine.submit(prompt_len=2, max_new_tokens=2)
+    third = engine.submit(prompt_len=2, max_new_tokens=2)
+    assert engine.hold_batch()
+    snap = engine.step()
+    assert snap.step is not None and snap.step.output is not None
+    assert set(snap.step.output.context) == {second, third}
+    assert first in snap.in_flight
+    assert tuple(r for r in (second, third) if r in snap.in_flight) == kept
     assert invariants.check(snap) == []
 
 
@@ -207,25 +237,35 @@ def test_14_an_in_flight_member_recompute_paused_is_flagged() -> None:
     )
 
 
-def test_14_is_not_checked_when_the_scheduler_is_told_nothing() -> None:
+def test_14_is_not_checked_when_the_scheduler_is_told_nothing_unless_opted_in() -> None:
     empty = EngineConfig(
         **{**_plain(PRESSURE), "adapter_pages": ((1, 1),), "inflight_ids": "empty"}
     )
     snaps = _steps(empty, mutants.DoubleTeardown, PRESSURE_TRACE)
     assert all(_names(s, invariants.in_flight_pin) == [] for s in snaps)
+    always = attrs.evolve(empty, in_flight_pin="always")
+    assert always.in_flight_checked and not always.in_flight_told
+    snaps = _steps(always, mutants.DoubleTeardown, PRESSURE_TRACE)
+    assert all(s.step is not None and s.step.in_flight_checked for s in snaps[1:])
 
 
-def test_15_a_recompute_paused_member_ending_by_eos_is_freed_twice() -> None:
-    check = invariants.single_teardown
+def test_15_a_recompute_paused_member_ending_by_eos_is_freed_twice_as_upstream() -> None:
+    """The executor frees it at its recompute teardown and again after its read-back:
+    both frees are idempotent, upstream and here, so 15 holds; 14 flags the pause."""
     trace = [*PRESSURE_TRACE[:-1], Action("eos", request_id=2), Action("step")]
-    inside, past = _steps(PRESSURE, mutants.DoubleTeardown, trace)[-2:]
-    assert _names(inside, check) == []
-    assert _names(past, check) == ["single_teardown"]
+    past = _steps(PRESSURE, mutants.DoubleTeardown, trace)[-1]
+    assert past.step is not None
+    frees = [
+        c.caller for c in past.step.calls if c.method == "free_resources" and c.request_id == 2
+    ]
+    assert frees.count("free_resources") >= 1 and "recompute_teardown" in frees
+    assert _names(past, invariants.nothing_after_teardown) == []
+    assert _names(past, invariants.in_flight_pin) == ["in_flight_pin"]
     assert all(not invariants.check(s) for s in _steps(PRESSURE, ReferenceScheduler, trace))
 
 
-# Under recompute_teardown = "upstream" the executor frees a recompute-paused request
-# after the scheduler did: request 2 is recompute-paused in iteration 6 (the drain).
+# The executor frees a recompute-paused request after the scheduler did: request 2
+# is recompute-paused in iteration 6 (the drain).
 UPSTREAM_TEARDOWN = EngineConfig(
     device_pages=4,
     tokens_per_block=1,
@@ -236,7 +276,6 @@ UPSTREAM_TEARDOWN = EngineConfig(
     max_batch_size=1,
     enable_chunked_context=True,
     chunk_unit_size=1,
-    recompute_teardown="upstream",
     executor="overlap",
 )
 UPSTREAM_TEARDOWN_TRACE = [
@@ -246,21 +285,13 @@ UPSTREAM_TEARDOWN_TRACE = [
 ]
 
 
-def test_15_the_executor_finishing_a_recompute_pause_is_one_teardown() -> None:
-    check = invariants.single_teardown
+def test_15_the_executor_finishing_a_recompute_pause_is_upstreams_teardown() -> None:
     snaps = _steps(UPSTREAM_TEARDOWN, ReferenceScheduler, UPSTREAM_TEARDOWN_TRACE)
     step = snaps[-1].step
     assert step is not None
     frees = [c.caller for c in step.calls if c.method == "free_resources" and c.request_id == 2]
     assert frees == ["scheduler", "recompute_teardown"]
-    assert all(_names(s, check) == [] for s in snaps)
-    # A recompute-paused member of batch N that also ends by end-of-sequence is
-    # still freed twice: by the pause (scheduler and executor) and at its read-back.
-    upstream = attrs.evolve(PRESSURE, recompute_teardown="upstream")
-    trace = [*PRESSURE_TRACE[:-1], Action("eos", request_id=2), Action("step")]
-    inside, past = _steps(upstream, mutants.DoubleTeardown, trace)[-2:]
-    assert _names(inside, check) == []
-    assert _names(past, check) == ["single_teardown"]
+    assert all(not invariants.check(s) for s in snaps)
 
 
 class ListsTheDead(ReferenceScheduler):

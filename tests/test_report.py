@@ -77,6 +77,7 @@ OVERLAP_CASE = Case(
         max_batch_size=2,
         executor="overlap",
         inflight_ids="empty",
+        hold_reason="attention_dp",
     ),
     actions=(
         Action("submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=3),

@@ -306,8 +306,12 @@ _SELF_EVICT = (
 )
 
 # Two context requests, R1 (no adapter) before R2 (adapter X), in a pool with no
-# lower tier, one chunk of 4 tokens per pass, 2 tokens per page, 4 pages.
+# lower tier, one chunk of 4 tokens per pass, 2 tokens per page, 4 pages. The executor
+# leaves the recompute teardown to the scheduler (the opt-in rule these mutants break:
+# upstream's executor terminates the ownership itself, and R2, sent with weights only,
+# could then not come back once R3's adapter evicts X from the host cache).
 _PREEMPT_WORLD = EngineConfig(
+    recompute_teardown="scheduler_only",
     device_pages=4,
     host_pages=0,
     tokens_per_block=2,

@@ -99,6 +99,8 @@ def test_cached_verdicts_count_against_the_step_budget(monkeypatch: pytest.Monke
 
 
 MUTANT = "mutant:recompute_pause_keeps_ownership"
+# A defect only where the executor leaves the recompute teardown to the scheduler.
+OPT_IN = "opt-in/scheduler-teardown"
 
 
 def _found(sut: str, scenario: str, profile: str, seed: int, examples: int = 50) -> Any:
@@ -124,7 +126,7 @@ def _holds_to_the_order(failure: LifecycleFailure, shrunk: shrink.Shrunk) -> Non
 
 
 def test_a_shrink_stopped_at_its_time_cap_reports_the_smallest_case_so_far() -> None:
-    failure = _found(MUTANT, "kv-pressure", "ci", 1019)
+    failure = _found(MUTANT, OPT_IN, "ci", 1019)
     capped = _shrink(failure, timeout=1e-9)
     assert capped.stopped == "time cap"
     assert capped.note is not None and "time cap" in capped.note
@@ -132,7 +134,7 @@ def test_a_shrink_stopped_at_its_time_cap_reports_the_smallest_case_so_far() -> 
 
 
 def test_a_report_says_when_its_shrink_stopped_at_the_cap() -> None:
-    capped = minimized(_found(MUTANT, "kv-pressure", "ci", 1019), timeout=1e-9)
+    capped = minimized(_found(MUTANT, OPT_IN, "ci", 1019), timeout=1e-9)
     case = Case.from_failure(capped)
     assert case.shrink_note is not None and "time cap" in case.shrink_note
     outcome = checked_replay(case.config, case.actions, load(MUTANT))

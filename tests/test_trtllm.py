@@ -31,6 +31,7 @@ from peftlife.search.hunt import hunt, search
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut.adapters.tensorrt_llm import facades, standins
 from peftlife.sut.adapters.tensorrt_llm.adapter import TrtllmScheduler
+from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 
@@ -306,34 +307,70 @@ def _profile(extra: str) -> str:
     return shipped.replace("[world]\n", f"[world]\n{extra}\n")
 
 
-def test_a_profile_may_choose_the_chunking_policy_and_the_upstream_teardown() -> None:
+def test_a_profile_may_choose_the_chunking_policy_and_the_teardown() -> None:
     s = scenarios.parse(
-        _profile('recompute_teardown = "upstream"\nchunking_policy = "either"'), "x"
+        _profile('recompute_teardown = "scheduler_only"\nchunking_policy = "either"'), "x"
     )
-    assert (s.recompute_teardown, s.chunking_policy) == ("upstream", "either")
+    assert (s.recompute_teardown, s.chunking_policy) == ("scheduler_only", "either")
     worlds = hypothesis.find(
         s.worlds(), lambda c: c.context_chunking_policy == "EQUAL_PROGRESS", settings=CI
     )
-    assert worlds.recompute_teardown == "upstream"
+    assert worlds.recompute_teardown == "scheduler_only"
     default = scenarios.load("no-lower-tier")
     assert (default.recompute_teardown, default.chunking_policy) == (
-        "spec",
+        "executor_frees",
         "FIRST_COME_FIRST_SERVED",
     )
+    # A profile written with the old names reads with the meaning it had.
+    for old, new in (("spec", "scheduler_only"), ("upstream", "executor_frees")):
+        old_profile = scenarios.parse(_profile(f'recompute_teardown = "{old}"'), "x")
+        assert old_profile.recompute_teardown == new
     with pytest.raises(scenarios.ScenarioError, match="recompute_teardown must be one of"):
         scenarios.parse(_profile('recompute_teardown = "sometimes"'), "x")
 
 
-def test_the_upstream_teardown_makes_even_the_reference_lose_ownership() -> None:
-    """TensorRT-LLM's executor terminates a recompute-paused request's adapter: under that
-    world option the search finds it even with peftlife's correct scheduler."""
-    s = scenarios.parse(_profile('recompute_teardown = "upstream"'), "upstream-teardown")
-    path = Path(os.getcwd()) / "upstream-teardown.toml"
-    path.write_text(_profile('recompute_teardown = "upstream"'))
-    assert s.recompute_teardown == "upstream"
-    result = search("reference", str(path), CI, shrink=False)
-    assert result.failure is not None
-    assert result.failure.invariant in ("ownership_follows_residency", "no_scheduler_caused_fault")
+# No lower tier, one chunk of 4 tokens per pass, 2 tokens per page, 4 pages; a host
+# LoRA cache for one adapter of two (tests/test_seed_scenarios.py, _PREEMPT_WORLD).
+_STRANDING = EngineConfig(
+    device_pages=4,
+    tokens_per_block=2,
+    lora_device_pages=1,
+    lora_host_pages=1,
+    adapter_pages=((1, 1), (2, 1)),
+    max_num_tokens=4,
+    enable_chunked_context=True,
+    chunk_unit_size=4,
+)
+
+
+def _stranding_trace(path: bool) -> list[Action]:
+    """Request 2 (adapter 1, weights) is preempted while ACTIVE in iteration 3, request 3
+    (adapter 2, weights) takes the host cache while it waits, then it prefills again."""
+    return [
+        Action("fail_grow"),
+        Action("submit", prompt_len=5, max_new_tokens=3),
+        Action("submit", None, 1, True, 6, 1, lora_path=path),
+        *[Action("step")] * 3,
+        Action("submit", None, 2, True, 2, 1),
+        *[Action("step")] * 3,
+    ]
+
+
+def test_upstreams_teardown_strands_a_request_without_a_lora_path() -> None:
+    """TensorRT-LLM's executor terminates a recompute-paused request's adapter, which
+    unpins its host copy: a request sent with weights only, whose adapter the host cache
+    evicts while it waits, cannot come back ("not found in cache"), whatever the
+    scheduler. With a LoRA path (the LLM API's PyTorch backend) it is reloaded."""
+    stranded = checked_replay(_STRANDING, _stranding_trace(False), ReferenceScheduler)
+    (first,) = stranded.violations[:1]
+    assert first.invariant == "no_scheduler_caused_fault"
+    assert "registered before" in first.found
+    reloaded = checked_replay(_STRANDING, _stranding_trace(True), ReferenceScheduler)
+    assert reloaded.violations == ()
+    assert any(c.facts.reloaded for e in reloaded.snapshots if e.step for c in e.step.calls)
+    # Where the scheduler owns the teardown and pauses, the host copy stays pinned.
+    paused = attrs.evolve(_STRANDING, recompute_teardown="scheduler_only")
+    assert checked_replay(paused, _stranding_trace(False), ReferenceScheduler).violations == ()
 
 
 # ---- the overlap executor ----

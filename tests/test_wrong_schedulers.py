@@ -18,8 +18,14 @@ WRONG = "tests.wrong_schedulers:"
 
 # (SUT, scenario to search, invariants acceptable as the first catch)
 CASES = [
-    # Recompute-pending ends only at the executor's registration.
-    ("mutant:recompute_pause_reregisters", "no-lower-tier", {"ownership_follows_residency"}),
+    # Recompute-pending ends only at the executor's registration: the scheduler's own
+    # is invariant 4 (upstream's teardown then terminates the ownership it made).
+    ("mutant:recompute_pause_reregisters", "no-lower-tier", {"no_duplicate_registration"}),
+    (
+        "mutant:recompute_pause_reregisters",
+        "opt-in/scheduler-teardown",
+        {"ownership_follows_residency", "no_duplicate_registration"},
+    ),
     # Invariant 4: a first chunk is the executor's to register (or add_request_peft raises).
     (WRONG + "RegistersBeforeAdmission", "kv-pressure", {"no_duplicate_registration"}),
     # Invariant 8: budgets, chunks, recompute-paused requests.

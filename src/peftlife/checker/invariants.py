@@ -108,7 +108,14 @@ def owned(view: RequestView, adapters: dict[int, AdapterView]) -> str:
     }[(in_active, in_paused)]
 
 
-def expected_ownership(view: RequestView) -> str | None:
+# What a recompute-pending request may own after upstream's executor tore it down:
+# paused (the scheduler released it with pause and the executor left it, or the C++
+# runtime's pause) or nothing (upstream's PyExecutor terminates it). Never active: it
+# holds no KV, so it must not pin its adapter on the device.
+NOT_ACTIVE = "paused or none"
+
+
+def expected_ownership(view: RequestView, scheduler_tears_down: bool = False) -> str | None:
     """What invariant 1 says a request must own, or None where it says nothing.
 
     >>> from peftlife.world.kv import NO_CACHE
@@ -119,7 +126,12 @@ def expected_ownership(view: RequestView) -> str | None:
     'none'
     """
     residency = view.target.residency
-    if (view.started and residency is Residency.SUSPENDED) or view.recompute_pending:
+    if view.recompute_pending:
+        # Upstream's executor terminates the ownership (py_executor.py,
+        # _terminate_recompute_paused_requests); only where the executor leaves the
+        # teardown to the scheduler (opt-in) must the scheduler have paused it.
+        return "paused" if scheduler_tears_down else NOT_ACTIVE
+    if view.started and residency is Residency.SUSPENDED:
         return "paused"
     if view.started and residency is Residency.ACTIVE:
         return "active"
@@ -128,17 +140,25 @@ def expected_ownership(view: RequestView) -> str | None:
     return None
 
 
+def _owns_as_expected(expected: str, found: str) -> bool:
+    return found in ("paused", "none") if expected == NOT_ACTIVE else found == expected
+
+
 @invariant
 def ownership_follows_residency(s: Snapshot) -> Iterator[Violation]:
-    """1. Started and ACTIVE owns actively; SUSPENDED or recompute-pending is paused;
-    unstarted and never registered owns nothing."""
+    """1. Started and ACTIVE owns actively; started and SUSPENDED is paused; unstarted
+    and never registered owns nothing; recompute-pending is not active (paused, where
+    the executor leaves the teardown to the scheduler: opt-in). Source: the C++
+    PeftCacheManager updateTaskState, scheduler_v2.py (release on suspend,
+    registration on resume), py_executor.py _terminate_recompute_paused_requests."""
     adapters = {a.task_id: a for a in s.adapters}
+    scheduler_tears_down = s.step is not None and s.step.scheduler_tears_down
     for view in s.requests:
         if view.lora_task_id is None:
             continue
-        expected = expected_ownership(view)
+        expected = expected_ownership(view, scheduler_tears_down)
         found = owned(view, adapters)
-        if expected is not None and found != expected:
+        if expected is not None and not _owns_as_expected(expected, found):
             why = (
                 "recompute-pending"
                 if view.recompute_pending
@@ -541,10 +561,14 @@ def retiring_keeps_its_place(s: Snapshot) -> Iterator[Violation]:
 @invariant
 def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
     """14. Between batch N's launch and its read-back, every member keeps its KV in
-    every pool and every adapter it uses stays in use on the device (checked only
-    when the scheduler is told batch N: inflight_ids = "batch")."""
+    every pool and every adapter it uses stays in use on the device. Source:
+    scheduler_v2.py (the phase-1 filter, _is_evictable and _is_recompute_pause_candidate
+    skip the in-flight ids), checked when the scheduler is told batch N. Told nothing
+    (inflight_ids = "empty") it is opt-in (in_flight_pin = "always"): KV or an adapter
+    released while the batch that uses it may still run, a real fault only when device
+    work not ordered after that batch's forward reuses what was released."""
     step = s.step
-    if step is None or not step.in_flight_told or not step.in_flight:
+    if step is None or not step.in_flight_checked or not step.in_flight:
         return
     members = set(step.in_flight)
     adapters: set[int] = set()
@@ -579,46 +603,46 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
 
 
 # The invariants only the overlap executor can break (docs/protocol.md).
-OVERLAP_ONLY = ("retiring_keeps_its_place", "in_flight_pin", "single_teardown", "dead_stay_dead")
+OVERLAP_ONLY = ("retiring_keeps_its_place", "in_flight_pin", "dead_stay_dead")
 
-_TEARDOWN_BY: dict[str, str] = {
-    "harness": "the harness",
-    "prepare_resources": "the executor's prepare_resources",
-    "scheduler": "the scheduler",
-    "recompute_teardown": "the executor's recompute teardown",
-    "free_resources": "the executor's teardown",
-}
+# KV calls that allocate, and PEFT calls that register or pin: none is idempotent.
+_NOT_IDEMPOTENT = frozenset(
+    {"prepare_context", "resize_context", "try_allocate_generation", "add_request_peft"}
+)
 
 
 @invariant
-def single_teardown(s: Snapshot) -> Iterator[Violation]:
-    """15. free_resources reaches a request at most once between two registrations."""
+def nothing_after_teardown(s: Snapshot) -> Iterator[Violation]:
+    """15. Once the executor tore a request down in an iteration (its recompute teardown,
+    or its final free), only idempotent frees reach it: no allocation, no registration,
+    no release with pause. A second free is no violation: py_executor.py frees a
+    recompute-paused request that then finishes twice, and every free_resources there
+    is idempotent; the reset for recompute skips a finished request
+    (test_recompute_pause_skips_request_finished_during_overlap)."""
     step = s.step
-    if step is None or not step.overlap:
+    if step is None:
         return
-    reached: dict[int, list[str]] = {}
+    torn_down: dict[int, str] = {}
     for call in step.calls:
         rid = call.request_id
         if rid is None:
             continue
-        if call.method == "add_request_peft" and call.result == "ok":
-            reached.pop(rid, None)
-        elif call.method == "free_resources" and call.component == "target":
-            callers = reached.setdefault(rid, [])
-            # The executor's recompute teardown finishes the scheduler's own pause:
-            # one teardown, however many frees it takes.
-            if call.caller == "recompute_teardown" and callers == ["scheduler"]:
+        if call.caller in ("recompute_teardown", "free_resources") and call.method in (
+            "free_resources",
+            "mark_request_done",
+        ):
+            torn_down.setdefault(rid, call.caller)
+            if not (call.method == "mark_request_done" and call.args.pause):
                 continue
-            callers.append(call.caller)
-            if len(callers) == 2:
-                yield Violation(
-                    "single_teardown",
-                    Subject((rid,)),
-                    "one free_resources between two registrations",
-                    f"free_resources by {_TEARDOWN_BY[callers[0]]}, "
-                    f"then again by {_TEARDOWN_BY[callers[1]]}",
-                    s.iteration,
-                )
+        if rid in torn_down and (call.method in _NOT_IDEMPOTENT or call.args.pause):
+            by = "recompute teardown" if torn_down[rid] == "recompute_teardown" else "free"
+            yield Violation(
+                "nothing_after_teardown",
+                Subject((rid,)),
+                "only idempotent frees after the executor's teardown",
+                f"{call.method} by the {call.caller.replace('_', ' ')} after the executor's {by}",
+                s.iteration,
+            )
 
 
 @invariant

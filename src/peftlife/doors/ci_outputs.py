@@ -140,7 +140,8 @@ def unchecked_scenarios(names: Iterable[str]) -> list[str]:
             s = scenarios.load(name)
         except (scenarios.ScenarioError, OSError):
             continue  # a scenario that does not read was never searched
-        if s.executor == "overlap" and s.inflight_ids == "empty" and name not in found:
+        unchecked = s.inflight_ids == "empty" and s.in_flight_pin != "always"
+        if s.executor == "overlap" and unchecked and name not in found:
             found.append(name)
     return found
 

@@ -60,11 +60,16 @@ def executor_line(config: EngineConfig) -> str:
     In ``inflight_ids = "empty"`` mode it is also the report's one mention that
     invariant 14 is not checked.
     """
-    told = (
-        "the scheduler is told batch N"
-        if config.in_flight_told
-        else f"the scheduler is told nothing in flight: {UNCHECKED_WHEN_EMPTY} not checked"
-    )
+    if config.in_flight_told:
+        told = "the scheduler is told batch N"
+    elif config.in_flight_checked:
+        told = (
+            f"the scheduler is told nothing in flight; {UNCHECKED_WHEN_EMPTY} checked "
+            "(opt-in: a fault only when device work not ordered after batch N reuses "
+            "what was released)"
+        )
+    else:
+        told = f"the scheduler is told nothing in flight: {UNCHECKED_WHEN_EMPTY} not checked"
     return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"
 
 

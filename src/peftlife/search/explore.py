@@ -146,7 +146,7 @@ def fingerprint(engine: Engine) -> Hashable:
     and what the overlap loop has yet to read back.
     """
     extra = tuple(
-        (r.request_id, r.lora_weights, r.num_folded, r.context_chunk_size)
+        (r.request_id, r.lora_weights, r.lora_path, r.num_folded, r.context_chunk_size)
         for r in engine.live_requests
     )
     faults = tuple(pool.pending_faults for pool in engine.pools)

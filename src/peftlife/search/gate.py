@@ -240,12 +240,20 @@ def hunted_scenarios(mutant: Mutant) -> list[str]:
     Every one, except for a mutant whose trigger needs the overlap executor: it
     is hunted through the overlap scenarios only, since under the simple loop
     (no batch on the device, no retiring request) it schedules as the reference
-    does and no simple scenario can catch it.
+    does and no simple scenario can catch it; and a mutant that is a defect only
+    where the executor leaves the recompute teardown to the scheduler, hunted
+    through the opt-in scenarios of that rule.
 
     >>> from peftlife.sut.mutants import BY_NAME
     >>> hunted_scenarios(BY_NAME["schedules_retiring"])[:2]
     ['overlap', 'overlap-empty']
     """
+    if mutant.scheduler_teardown:
+        return [
+            name
+            for name in scenarios.opt_in_names()
+            if scenarios.load(name).recompute_teardown == "scheduler_only"
+        ]
     names = scenarios.shipped_names()
     if not mutant.overlap:
         return names

@@ -58,6 +58,7 @@ COVERAGE_LABELS = (
 # in-flight skip where the scheduler is told nothing in flight).
 _OVERLAP = "world: overlap executor"
 _TOLD_IN_FLIGHT = "world: in-flight ids told"
+_HOLDS = "world: batches held"
 _RECOMPUTE = "world: recompute pause"
 _NEEDS = {
     "recompute pause": _RECOMPUTE,
@@ -65,7 +66,7 @@ _NEEDS = {
     "retiring request": _OVERLAP,
     "in-flight skip": _TOLD_IN_FLIGHT,
     "end-of-sequence in flight": _OVERLAP,
-    "held batch": _OVERLAP,
+    "held batch": _HOLDS,
 }
 
 
@@ -77,6 +78,7 @@ def world_labels(config: EngineConfig) -> tuple[str, ...]:
             (_OVERLAP, config.overlap),
             (_TOLD_IN_FLIGHT, config.in_flight_told),
             (_RECOMPUTE, config.enable_recompute_pause),
+            (_HOLDS, config.holds_batches),
         )
         if present
     )
@@ -87,7 +89,7 @@ def unreached(coverage: Mapping[str, int]) -> tuple[str, ...]:
     leaving out those its worlds could not reach.
 
     >>> unreached({"world: overlap executor": 3, **dict.fromkeys(COVERAGE_LABELS[:-4], 1)})
-    ('retiring request', 'end-of-sequence in flight', 'held batch')
+    ('retiring request', 'end-of-sequence in flight')
     """
     return tuple(
         label
@@ -332,7 +334,10 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
             # Adapter indices wrap onto the adapters this world has; 0 is none.
             task = None if adapter == 0 else ids[(adapter - 1) % len(ids)]
             self.submitted += 1
-            self._do(Action("submit", None, task, weights, prompt_len, max_new_tokens))
+            path = s.lora_path == "always" and task is not None
+            self._do(
+                Action("submit", None, task, weights, prompt_len, max_new_tokens, lora_path=path)
+            )
 
         @rule(steps=s.steps_per_rule.strategy(at_least=1))
         def step(self, steps: int) -> None:
@@ -371,9 +376,12 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
                 if emitting:
                     self._do(Action("eos", request_id=emitting[member % len(emitting)]))
 
-            @rule()
-            def hold_batch(self) -> None:
-                self._do(Action("hold_batch"))
+            if s.hold_reason != "none":
+                # Only a world with a reason to hold (attention DP, batch waiting, the
+                # context KV cap) holds: on a single rank upstream always queues.
+                @rule()
+                def hold_batch(self) -> None:
+                    self._do(Action("hold_batch"))
 
     Machine.__name__ = Machine.__qualname__ = f"Lifecycle[{sut_spec} @ {s.name}]"
     Machine.sut_spec = sut_spec

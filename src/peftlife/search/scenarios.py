@@ -29,7 +29,15 @@ from typing import Any, Literal
 import attrs
 from hypothesis import strategies as st
 
-from peftlife.world.config import EngineConfig, Executor, InflightIds, RecomputeTeardown
+from peftlife.world.config import (
+    LEGACY_TEARDOWN,
+    EngineConfig,
+    Executor,
+    HoldReason,
+    InflightIds,
+    InFlightPin,
+    RecomputeTeardown,
+)
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy
 
 Switch = Literal["on", "off", "either"]
@@ -87,11 +95,19 @@ class Scenario:
     # Optional [world] keys: how chunked contexts share the token budget, and how
     # the executor tears down a recompute-paused request ("upstream": TensorRT-LLM's).
     chunking_policy: ContextChunkingPolicy | Literal["either"] = "FIRST_COME_FIRST_SERVED"
-    recompute_teardown: RecomputeTeardown = "spec"
+    recompute_teardown: RecomputeTeardown = "executor_frees"
     # Optional [world] keys of the overlap executor; under it the machine also
-    # ends in-flight requests by end-of-sequence and holds batches.
+    # ends in-flight requests by end-of-sequence, and holds batches where the
+    # world has a reason to (``hold_reason``).
     executor: Executor = "simple"
     inflight_ids: InflightIds = "batch"
+    hold_reason: HoldReason = "none"
+    in_flight_pin: InFlightPin = "when_told"
+    # Optional [workload] key: whether every LoRA request carries a LoRA path to load
+    # its adapter from again ("always", the default: the LLM API's PyTorch backend sets
+    # py_lora_path on every LoRA request; "never": requests sent with weights only, as
+    # the executor API allows, which upstream's recompute teardown can strand).
+    lora_path: Literal["always", "never"] = "always"
 
     @property
     def longest_request(self) -> int:
@@ -192,6 +208,8 @@ def _world(
         recompute_teardown=s.recompute_teardown,
         executor=s.executor,
         inflight_ids=s.inflight_ids,
+        hold_reason=s.hold_reason,
+        in_flight_pin=s.in_flight_pin,
     )
 
 
@@ -252,10 +270,13 @@ _SECTIONS: dict[str, dict[str, str]] = {
 _OPTIONAL: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "world": {
         "chunking_policy": ((*CHUNKING_POLICIES, "either"), "FIRST_COME_FIRST_SERVED"),
-        "recompute_teardown": (("spec", "upstream"), "spec"),
+        "recompute_teardown": (("executor_frees", "scheduler_only"), "executor_frees"),
         "executor": (("simple", "overlap"), "simple"),
         "inflight_ids": (("batch", "empty"), "batch"),
+        "hold_reason": (("none", "attention_dp", "batch_waiting", "context_kv_cap"), "none"),
+        "in_flight_pin": (("when_told", "always"), "when_told"),
     },
+    "workload": {"lora_path": (("always", "never"), "always")},
 }
 
 
@@ -315,6 +336,9 @@ def parse(text: str, name: str, source: str = "") -> Scenario:
         optional = _OPTIONAL.get(section, {})
         for key, (choices, default) in optional.items():
             value = table.pop(key, default)
+            if key == "recompute_teardown":
+                # Old names, read with the meaning they had (world/config.py).
+                value = LEGACY_TEARDOWN.get(value, value)
             if value not in choices:
                 raise ScenarioError(
                     f"{name}: [{section}] {key} must be one of {', '.join(choices)}, not {value!r}"
@@ -363,14 +387,34 @@ def shipped_names() -> list[str]:
     )
 
 
+# Shipped scenarios whose world holds a stricter rule than upstream's contract. They
+# are named ``opt-in/NAME``, are left out of ``all``, and say so in their description.
+OPT_IN = "opt-in"
+
+
+def opt_in_names() -> list[str]:
+    """The opt-in scenarios that ship with peftlife (``opt-in/NAME``), sorted.
+
+    >>> opt_in_names()
+    ['opt-in/scheduler-teardown']
+    """
+    folder = _shipped_dir() / OPT_IN
+    return sorted(
+        f"{OPT_IN}/{entry.name.removesuffix('.toml')}"
+        for entry in folder.iterdir()
+        if entry.name.endswith(".toml")
+    )
+
+
 def load(name_or_path: str) -> Scenario:
-    """A shipped scenario by name, or a profile file by path.
+    """A shipped scenario by name (an opt-in one as ``opt-in/NAME``), or a profile file
+    by path.
 
     >>> load("default").name
     'default'
     """
-    if name_or_path in shipped_names():
-        entry = _shipped_dir() / f"{name_or_path}.toml"
+    if name_or_path in shipped_names() or name_or_path in opt_in_names():
+        entry = _shipped_dir().joinpath(*f"{name_or_path}.toml".split("/"))
         return parse(entry.read_text(encoding="utf-8"), name_or_path, f"{name_or_path}.toml")
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():

@@ -130,9 +130,11 @@ _WORD_RANK: dict[str, int] = {
         KINDS,
         ("target", "draft"),
         CHUNKING_POLICIES,
-        ("spec", "upstream"),
+        ("executor_frees", "scheduler_only"),
         ("simple", "overlap"),
         ("batch", "empty"),
+        ("none", "attention_dp", "batch_waiting", "context_kv_cap"),
+        ("when_told", "always"),
     )
     for rank, word in enumerate(words)
 }
@@ -474,6 +476,7 @@ def _same_request(action: Action, model: Action) -> Action:
         action,
         lora_task_id=model.lora_task_id,
         lora_weights=model.lora_weights,
+        lora_path=model.lora_path,
         prompt_len=model.prompt_len,
         max_new_tokens=model.max_new_tokens,
     )
@@ -504,6 +507,8 @@ def _simpler_submits(action: Action) -> Iterator[Action]:
         yield attrs.evolve(action, max_new_tokens=outputs)
     if action.lora_weights:
         yield attrs.evolve(action, lora_weights=False)
+    if action.lora_path:
+        yield attrs.evolve(action, lora_path=False)
 
 
 _INT_FIELDS = (

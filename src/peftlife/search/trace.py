@@ -58,6 +58,8 @@ class Action:
     prompt_len: int = attrs.field(default=0, validator=whole(0))
     max_new_tokens: int = attrs.field(default=0, validator=whole(0))
     pool: str = attrs.field(default="target", validator=one_of("target", "draft"))
+    # A submit's LoRA path to load the adapter from again (upstream's py_lora_path).
+    lora_path: bool = attrs.field(default=False, validator=boolean)
 
     def __attrs_post_init__(self) -> None:
         # What each kind needs; the other fields keep their defaults.
@@ -76,6 +78,8 @@ class Action:
                 f"adapter={self.lora_task_id}, weights={self.lora_weights}, "
                 f"prompt_len={self.prompt_len}, max_new_tokens={self.max_new_tokens}"
             )
+            if self.lora_path:
+                args += ", lora_path=True"
         elif self.kind in REQUEST_KINDS:
             args = f"request_id={self.request_id}"
         elif self.kind in ("step", "hold_batch"):
@@ -104,6 +108,7 @@ def apply(engine: Engine, action: Action) -> Snapshot | None:
             max_new_tokens=action.max_new_tokens,
             lora_task_id=action.lora_task_id,
             lora_weights=action.lora_weights,
+            lora_path=action.lora_path,
         )
     elif action.kind == "step":
         return engine.step()

@@ -87,7 +87,17 @@ class FinishesByWritingTokens(ReferenceScheduler):
         return out
 
 
-class BudgetIgnoresRetiring(ReferenceScheduler):
+class ForgetsRunningBatch(ReferenceScheduler):
+    def still_running(self, requests: list[Request], told: set[int]) -> set[int]:
+        # Trusts the executor's in-flight ids, which upstream's loop at pipeline-parallel
+        # size 1 never fills: batch N's members are victims and candidates like any other.
+        return set()
+
+
+# Upstream's scheduler keeps no memory of the batch on the device: at pipeline-parallel
+# size 1 it is told nothing in flight, so its defects around retiring requests show
+# there. These mutants forget as it does (the reference's memory would mask them).
+class BudgetIgnoresRetiring(ForgetsRunningBatch):
     def retiring_pins(self, req: Request) -> bool:
         return False  # a retiring request's adapter is still in use on the device
 
@@ -97,7 +107,7 @@ class BudgetIgnoresInflight(ReferenceScheduler):
         return False  # skipped because it is on the device, it still pins its adapter there
 
 
-class EvictsRetiring(ReferenceScheduler):
+class EvictsRetiring(ForgetsRunningBatch):
     def is_evictable(self, req: Request) -> bool:
         # Upstream's "started" includes GENERATION_TO_COMPLETE: a retiring request may be a victim.
         return (
@@ -134,6 +144,11 @@ class Mutant:
     # the simple loop it schedules as the reference does, so the gate hunts it
     # through the overlap scenarios only.
     overlap: bool = False
+    # Whether it is a defect only where the executor leaves a recompute-paused
+    # request's teardown to the scheduler (peftlife's opt-in rule): upstream's
+    # executor terminates the ownership itself, so the gate hunts it through the
+    # opt-in scenarios that say so.
+    scheduler_teardown: bool = False
 
     @property
     def acceptable(self) -> tuple[str, ...]:
@@ -158,16 +173,20 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "recompute_pause_keeps_ownership",
         RecomputePauseKeepsOwnership,
-        "recompute pause or preemption frees KV but leaves the adapter active",
+        "recompute pause or preemption frees KV but leaves the adapter active "
+        "(upstream's scheduler; its executor terminates the ownership after it)",
         "ownership_follows_residency",
         ("device_pin_follows_ownership", "no_scheduler_caused_fault"),
+        scheduler_teardown=True,
     ),
     Mutant(
         "recompute_pause_terminates",
         RecomputePauseTerminates,
-        "recompute pause releases with pause false, unpinning the host copy",
+        "recompute pause releases with pause false, unpinning the host copy "
+        "(what upstream's executor does after the pass)",
         "ownership_follows_residency",
         ("no_scheduler_caused_fault",),
+        scheduler_teardown=True,
     ),
     Mutant(
         "phantom_pause_unstarted",
@@ -208,8 +227,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         "recompute_pause_reregisters",
         RecomputePauseReregisters,
         "a recompute pause releases with pause, then the scheduler registers the request again",
-        "ownership_follows_residency",
-        ("no_duplicate_registration", "device_pin_follows_ownership"),
+        # Its registration breaks invariant 4 in the pass; upstream's teardown then
+        # terminates the ownership, so 1 sees it only where the scheduler tears down.
+        "no_duplicate_registration",
+        ("ownership_follows_residency", "device_pin_follows_ownership"),
     ),
     Mutant(
         "token_budget_ignored",
@@ -263,12 +284,22 @@ CATALOGUE: tuple[Mutant, ...] = (
         DoubleTeardown,
         "recompute-pause candidates are taken from the batch on the device, "
         "so one that ends by end-of-sequence is freed twice",
-        # The pass that frees the in-flight member breaks its pin before the
-        # read-back frees it again: 14 fires first, 15 in the same iteration
-        # (docs/invariants.md, 15). Where 14 is not checked ("empty" mode) the
-        # reference cannot spare batch N either, so no scenario tells them apart.
+        # The pass frees an in-flight member: 14. Its second free at the read-back
+        # is upstream's own and idempotent (invariant 15 holds). Told nothing, the
+        # reference spares batch N by memory, so "empty" worlds cannot tell them apart.
         "in_flight_pin",
-        ("single_teardown",),
+        (),
+        overlap=True,
+    ),
+    Mutant(
+        "forgets_running_batch",
+        ForgetsRunningBatch,
+        "told nothing in flight, the pass takes victims and recompute-pause candidates "
+        "from the batch still on the device",
+        # Only a world that checks 14 though the scheduler is told nothing
+        # (in_flight_pin = "always": upstream-defaults) sees it.
+        "in_flight_pin",
+        ("ownership_follows_residency",),
         overlap=True,
     ),
     Mutant(

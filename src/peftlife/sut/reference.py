@@ -14,9 +14,11 @@ victim, suspend itself. Every KV move carries its PEFT move (spec section 6):
 
 Under the overlap executor the pass also leaves alone what is on the device:
 it schedules no retiring request (``GENERATION_TO_COMPLETE``) and no member of
-the in-flight batch, takes neither as a victim, and charges their adapters to
-the PEFT budget before anything else, since both keep their adapter in use
-through the next ``ensure_batch``.
+the in-flight batch it is told of, takes neither as a victim, and charges their
+adapters to the PEFT budget before anything else, since both keep their adapter
+in use through the next ``ensure_batch``. Told nothing (upstream's loop at
+pipeline-parallel size 1), it remembers the batch it produced last and, while
+that batch has not been read back, spares it the same way.
 
 The mutants in ``peftlife.sut.mutants`` each override one of the small hook
 methods below, so that every known defect is a few readable lines away from
@@ -67,11 +69,23 @@ class _Budget:
 
 
 class _Pass:
-    """The mutable state of one scheduling pass over one list."""
+    """The mutable state of one scheduling pass over one list.
 
-    def __init__(self, requests: list[Request], inflight: set[int], budget: _Budget) -> None:
+    ``inflight`` is what the executor told the pass is on the device (never
+    scheduled); ``running`` adds what the scheduler knows is still there though it
+    was not told (never a victim or a candidate, its adapter always charged).
+    """
+
+    def __init__(
+        self,
+        requests: list[Request],
+        inflight: set[int],
+        budget: _Budget,
+        running: set[int] | None = None,
+    ) -> None:
         self.requests = requests
         self.inflight = inflight
+        self.running = inflight if running is None else inflight | running
         self.budget = budget
         # Requests at or after the frontier are not scheduled in this pass.
         self.frontier = len(requests)
@@ -99,7 +113,7 @@ class _Pass:
         for j in range(stop - 1, index, -1):
             req = self.requests[j]
             if (
-                (not spare_in_flight or req.request_id not in self.inflight)
+                (not spare_in_flight or req.request_id not in self.running)
                 and req.request_id not in self.scheduled
                 and not self.is_recompute_paused(req)
                 and accept(req)
@@ -132,6 +146,9 @@ class ReferenceScheduler:
     """
 
     # The drain may call a repeating world a livelock only for a stateless scheduler.
+    # The memory of the last batch counts only under the overlap loop, where the last
+    # batch is the one on the device, which the world's fingerprint holds: a repeating
+    # world is met by a repeating pass.
     keeps_no_state_between_passes = True
 
     def __init__(self, env: Environment) -> None:
@@ -140,24 +157,69 @@ class ReferenceScheduler:
         self.draft = env.draft_kv_cache_manager
         self.peft = env.peft_cache_manager
         self.config = env.config
+        # The batch this scheduler produced last, which may still be on the device
+        # (``still_running``): each member with its tokens then and whether the batch
+        # gives it one; the members the batch before gave one; and whether batches
+        # have been seen to be read back after the next pass.
+        self._last_batch: dict[int, tuple[int, bool]] = {}
+        self._emitted_before: set[int] = set()
+        self._overlapped = False
 
     # ---- the pass ----
 
     def schedule_request(
         self, active_requests: list[Request], inflight_request_ids: set[int]
     ) -> SchedulerOutput:
-        p = _Pass(list(active_requests), set(inflight_request_ids), self.new_budget())
+        requests = list(active_requests)
+        told = set(inflight_request_ids)
+        p = _Pass(requests, told, self.new_budget(), self.still_running(requests, told))
         self.pre_claim_peft(p)
         self._schedule_generation(p)
         self._schedule_context(p)
         p.context.sort(key=_sort_key)
         p.generation.sort(key=_sort_key)
+        self.remember(p)
         return SchedulerOutput(
             context_requests=p.context,
             generation_requests=p.generation,
             paused_requests=p.paused,
             recompute_paused_requests=p.recompute_paused,
         )
+
+    def still_running(self, requests: list[Request], told: set[int]) -> set[int]:
+        """What is still on the device though the executor told nothing: the members
+        of the batch this scheduler produced last, once it has seen that batches are
+        read back after the next pass (upstream's PyExecutor at pipeline-parallel size
+        1 runs its overlap loop and never fills ``inflight_req_ids``).
+
+        The sign: a request the last batch gave its first token of that stretch (a
+        last chunk, or a step after a pass without one) has not received it yet. The
+        simple loop reads a batch back before the next pass, so there the sign never
+        shows (unless a batch failed to run) and nothing is spared. Once seen, every
+        member of the last batch is spared: never a victim or a recompute-pause
+        candidate, its adapter charged first.
+        """
+        live = {r.request_id: r for r in requests}
+        if not told and not self._overlapped:
+            self._overlapped = any(r.is_generation_to_complete_state for r in requests) or any(
+                emits
+                and rid not in self._emitted_before
+                and rid in live
+                and live[rid].num_generated == tokens
+                for rid, (tokens, emits) in self._last_batch.items()
+            )
+        if told or not self._overlapped:
+            return set()
+        return {rid for rid in self._last_batch if rid in live}
+
+    def remember(self, p: _Pass) -> None:
+        """Keep the batch this pass produced, each member with its tokens and whether
+        the batch gives it one (a generation step, a last chunk)."""
+        self._emitted_before = {rid for rid, (_, emits) in self._last_batch.items() if emits}
+        self._last_batch = {
+            r.request_id: (r.num_generated, r in p.generation or r.is_last_context_chunk)
+            for r in (*p.context, *p.generation)
+        }
 
     def new_budget(self) -> _Budget:
         """The pass's token, request and PEFT-page budgets, read from the configuration."""
@@ -174,7 +236,7 @@ class ReferenceScheduler:
         batch is charged as such (``in_flight_pins``), whatever else it is.
         """
         for req in p.requests:
-            on_device = req.request_id in p.inflight
+            on_device = req.request_id in p.running
             if self.retiring_pins(req) or (
                 self.in_flight_pins(req) if on_device else self.owner_pins(req)
             ):
@@ -237,9 +299,10 @@ class ReferenceScheduler:
                     self.recompute_pause(p, p.requests[victim])
                     p.recompute_frontier = victim
                     continue
-            if self.kv.is_request_active(req.request_id):
+            if self.kv.is_request_active(req.request_id) and req.request_id not in p.running:
                 # A cache that is ACTIVE only because this allocation resumed it
-                # belongs to a request that is paused already: it owns nothing.
+                # belongs to a request that is paused already: it owns nothing. A
+                # request whose last step is still on the device waits, ACTIVE.
                 self.suspend(p, req, owned=not resuming)
             return False
         if resuming:
@@ -331,6 +394,12 @@ class ReferenceScheduler:
                 and (self.kv.is_request_active(req.request_id) or self._prepare_context(req))
             ):
                 continue
+            if req.request_id in p.running:
+                # Its last chunk is still on the device: it waits, ACTIVE (undoing a
+                # revert's suspension would be a resume; a revert left it suspended).
+                if not self.kv.is_request_active(req.request_id):
+                    self.suspend(p, req, owned=not resuming, was_active=True)
+                return False
             self.suspend(p, req, owned=not resuming, was_active=True)
             return False
 

@@ -21,9 +21,19 @@ from peftlife.world.fields import (
 )
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy, SchedulerConfig
 
-RecomputeTeardown = Literal["spec", "upstream"]
+RecomputeTeardown = Literal["executor_frees", "scheduler_only"]
 Executor = Literal["simple", "overlap"]
 InflightIds = Literal["batch", "empty"]
+HoldReason = Literal["none", "attention_dp", "batch_waiting", "context_kv_cap"]
+InFlightPin = Literal["when_told", "always"]
+
+# The values ``recompute_teardown`` had before they were named after what they do; a
+# report or a scenario written then still loads, with the same meaning.
+LEGACY_TEARDOWN = {"spec": "scheduler_only", "upstream": "executor_frees"}
+
+
+def _teardown(value: object) -> object:
+    return LEGACY_TEARDOWN.get(value, value) if isinstance(value, str) else value
 
 
 def _adapter_pages(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -66,11 +76,16 @@ class EngineConfig:
     context_chunking_policy: ContextChunkingPolicy = attrs.field(
         default="FIRST_COME_FIRST_SERVED", validator=one_of(*CHUNKING_POLICIES)
     )
-    # How the executor tears down a recompute-paused request: "spec" leaves its
-    # adapter as the scheduler left it (paused); "upstream" does what TensorRT-LLM's
-    # PyExecutor does, free every resource with mark_request_done(pause=False).
+    # How the executor tears down a recompute-paused request. "executor_frees" is
+    # TensorRT-LLM's PyExecutor (py_executor.py, _terminate_recompute_paused_requests):
+    # every resource manager's free_resources, the PEFT one's mark_request_done without
+    # pause, before prepare_resources. "scheduler_only" frees nothing: the scheduler's
+    # own frees and releases are the whole teardown (peftlife's stricter, opt-in rule,
+    # under which a scheduler must release a recompute-paused request with pause).
     recompute_teardown: RecomputeTeardown = attrs.field(
-        default="spec", validator=one_of("spec", "upstream")
+        default="executor_frees",
+        converter=_teardown,
+        validator=one_of("executor_frees", "scheduler_only"),
     )
     # Which executor loop runs: "simple" schedules, runs and frees one batch at a
     # time; "overlap" (TensorRT-LLM's default) schedules batch N+1 while batch N is
@@ -88,14 +103,49 @@ class EngineConfig:
         metadata={QUIET_AT_DEFAULT: True},
     )
 
+    # Why a batch the scheduler produced may not run as scheduled (upstream's
+    # py_executor.py): "none" on a single rank without attention DP, where a non-empty
+    # batch is always queued (_can_queue); "attention_dp", another rank's batch is empty
+    # and the whole batch is held (_can_queue, _revert_gen_alloc); "batch_waiting", the
+    # context requests wait for a fuller batch (_waiting_requests); "context_kv_cap",
+    # context requests after the first exceed the context KV cap
+    # (_cap_context_by_total_kv_len). The last two drop context requests whose KV the
+    # scheduler already grew. The world's hold_batch action exists only with a reason.
+    hold_reason: HoldReason = attrs.field(
+        default="none",
+        validator=one_of("none", "attention_dp", "batch_waiting", "context_kv_cap"),
+        metadata={QUIET_AT_DEFAULT: True},
+    )
+    # Whether invariant 14 is checked when the scheduler is not told batch N
+    # ("always", opt-in: a correct scheduler told nothing must remember what it ran;
+    # upstream's scheduler at pipeline-parallel size 1 does not, and its free is a
+    # hazard only when device work not ordered after batch N's forward reuses what
+    # was freed). "when_told" checks it under inflight_ids = "batch" only.
+    in_flight_pin: InFlightPin = attrs.field(
+        default="when_told",
+        validator=one_of("when_told", "always"),
+        metadata={QUIET_AT_DEFAULT: True},
+    )
+
     @property
     def overlap(self) -> bool:
         return self.executor == "overlap"
 
     @property
     def in_flight_told(self) -> bool:
-        """Whether the scheduler is told batch N: only then is invariant 14 checked."""
+        """Whether the scheduler is told batch N."""
         return self.overlap and self.inflight_ids == "batch"
+
+    @property
+    def in_flight_checked(self) -> bool:
+        """Whether invariant 14 is checked: the scheduler is told batch N, or the world
+        opts in to checking it anyway (``in_flight_pin = "always"``)."""
+        return self.in_flight_told or (self.overlap and self.in_flight_pin == "always")
+
+    @property
+    def holds_batches(self) -> bool:
+        """Whether a batch can be held or trimmed after scheduling (``hold_reason``)."""
+        return self.overlap and self.hold_reason != "none"
 
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(

@@ -160,6 +160,7 @@ class Engine:
         max_new_tokens: int,
         lora_task_id: int | None = None,
         lora_weights: bool = False,
+        lora_path: bool = False,
     ) -> int:
         """Add a request; it is scheduled from the next step on. Returns its id."""
         if prompt_len < 1 or max_new_tokens < 1:
@@ -174,6 +175,7 @@ class Engine:
             lora_weights=lora_weights and lora_task_id is not None,
             prompt_len=prompt_len,
             max_new_tokens=max_new_tokens,
+            lora_path=lora_path and lora_task_id is not None,
         )
         return rid
 
@@ -196,8 +198,11 @@ class Engine:
         return True
 
     def hold_batch(self) -> bool:
-        """Make the next iteration's batch one that cannot be queued (overlap only)."""
-        if not self.config.overlap:
+        """Make the next iteration's batch one the executor holds for the world's
+        ``hold_reason`` (overlap only): with attention DP the whole batch is not
+        queued; with batch waiting or the context KV cap context requests are dropped
+        from it. False in a world with no reason to hold."""
+        if not self.config.holds_batches:
             return False
         self._hold_next = True
         return True
@@ -264,6 +269,12 @@ class Engine:
         batch_ran = False
         after_prepare: tuple[ScheduledView, ...] = ()
         if lists is not None and record is not None and runnable(record):
+            # Upstream's _executor_loop tears down and resets the recompute-paused
+            # requests right after scheduling, before prepare_resources.
+            for req in lists["recompute_paused"]:
+                if req.request_id in self._requests:
+                    self._recompute_teardown(req)
+                    self._reset_for_recompute(req)
             generation = lists["generation"]
             self._as("prepare_resources")
             context, ensure_error = self._prepare_resources(lists["context"], generation, errors)
@@ -273,11 +284,6 @@ class Engine:
                 batch_ran = True
             else:
                 errors.append(ensure_error)
-            for req in lists["recompute_paused"]:
-                if req.request_id in self._requests:
-                    if self.config.recompute_teardown == "upstream":
-                        self._upstream_teardown(req)
-                    self._reset_for_recompute(req)
         return self._end_iteration(record, batch_ran, after_prepare, errors, pending_before)
 
     def _step_overlap(self) -> Snapshot:
@@ -314,13 +320,18 @@ class Engine:
         recompute_paused: list[Request] = []
         after_prepare: tuple[ScheduledView, ...] = ()
         launched = False
+        if lists is not None and runs and hold and self.config.hold_reason != "attention_dp":
+            # Upstream's _schedule drops context requests after the scheduler grew
+            # their KV: they stay active with their KV, unregistered, and do not run.
+            lists = dict(lists)
+            lists["context"] = self._kept_context(lists["context"], lists["generation"])
+            hold = False
         if lists is not None and runs:
             recompute_paused = lists["recompute_paused"]
             # 2. tear down this pass's recompute-paused requests
-            if self.config.recompute_teardown == "upstream":
-                for req in recompute_paused:
-                    if req.request_id in self._requests:
-                        self._upstream_teardown(req)
+            for req in recompute_paused:
+                if req.request_id in self._requests:
+                    self._recompute_teardown(req)
             # 3. prepare_resources. A held batch is prepared too (the decision on
             # open question 1 in docs/protocol.md: the scheduler's resumes and the
             # executor's registrations stand), except its first chunks: upstream
@@ -396,10 +407,18 @@ class Engine:
             overlap=True,
             in_flight=tuple(sorted(in_flight)),
             in_flight_told=self.config.in_flight_told,
+            in_flight_checked=self.config.in_flight_checked,
             held=hold,
             retiring=retiring,
             eos=eos,
         )
+
+    def _kept_context(self, context: list[Request], generation: list[Request]) -> list[Request]:
+        """The context requests a held batch keeps: none while generation requests run
+        (``_waiting_requests``), or the first (``_cap_context_by_total_kv_len``)."""
+        if self.config.hold_reason == "batch_waiting":
+            return [] if generation else context
+        return context[:1]
 
     def _begin_iteration(self) -> None:
         self.iteration += 1
@@ -432,6 +451,7 @@ class Engine:
             errors=tuple(errors),
             writes=self._writes,
             recompute_pending_before=pending_before,
+            scheduler_tears_down=self.config.recompute_teardown == "scheduler_only",
             **overlap,
         )
         return self.snapshot()
@@ -631,9 +651,14 @@ class Engine:
                 emitting.append(req)
         return emitting
 
-    def _upstream_teardown(self, req: Request) -> None:
-        """TensorRT-LLM's executor frees every resource of a recompute-paused request;
-        its PEFT wrapper's ``free_resources`` terminates the adapter's ownership."""
+    def _recompute_teardown(self, req: Request) -> None:
+        """Upstream's ``_terminate_recompute_paused_requests``: every resource manager's
+        ``free_resources`` (KV in every pool; the PEFT wrapper's ``mark_request_done``
+        without pause, which terminates the adapter's ownership). Every one of these
+        frees is idempotent, upstream and here. Under ``recompute_teardown =
+        "scheduler_only"`` the executor frees nothing: the scheduler's frees stand."""
+        if self.config.recompute_teardown == "scheduler_only":
+            return
         caller = self.ledger.caller
         self._as("recompute_teardown")
         for pool in self.pools:
@@ -718,6 +743,7 @@ class Engine:
                 draft=None if draft is None else draft.view(r.request_id),
                 prompt_len=r.prompt_len,
                 lora_weights=r.lora_weights,
+                lora_path=r.lora_path,
             )
             for r in self._requests.values()
         )

@@ -74,6 +74,8 @@ class Facts:
     released_device: bool | None = None
     released_host: bool | None = None
     evicted: tuple[int, ...] | None = None  # ensure_batch: adapters the device cache evicted
+    # add_request_peft: the adapter was not cached and was loaded from the LoRA path.
+    reloaded: bool | None = None
 
 
 def given(record: Args | Facts) -> dict[str, object]:

@@ -24,7 +24,8 @@ class LoraCacheFullException(Exception):
 
 
 class PeftTaskNotCachedException(Exception):
-    """The adapter is not in the host cache and the request carries no weights."""
+    """The adapter is not in the host cache and the request carries neither weights
+    nor a LoRA path to load them from."""
 
 
 @attrs.frozen
@@ -220,11 +221,15 @@ class PeftCacheManager:
             started=req.is_started,
         )
         if task_id not in self.host_cache and not req.lora_weights:
-            self._record("add_request_peft", req, "not_cached", facts)
-            raise PeftTaskNotCachedException(
-                f"LoRA task {task_id} not found in cache; request {req.request_id} "
-                "carries no weights"
-            )
+            if not req.lora_path:
+                self._record("add_request_peft", req, "not_cached", facts)
+                raise PeftTaskNotCachedException(
+                    f"LoRA task {task_id} not found in cache; request {req.request_id} "
+                    "carries no weights and no LoRA path to load them from"
+                )
+            # Upstream's PeftCacheManager.add_request_peft (resource_manager.py) loads
+            # the weights from py_lora_path when the task is not cached.
+            facts = attrs.evolve(facts, reloaded=True)
         self.update_task_state(task_id, req.request_id, terminate=False)
         try:
             self.host_cache.claim(task_id, self.adapter_pages[task_id])

@@ -51,6 +51,10 @@ class Request:
     lora_weights: bool
     prompt_len: int
     max_new_tokens: int
+    # Upstream's ``py_lora_path``: where the adapter can be loaded from again. The LLM
+    # API's PyTorch backend sends every LoRA request with a path and no weights; a
+    # request sent with weights (and no path) loses them at its first registration.
+    lora_path: bool = False
     state: LlmRequestState = LlmRequestState.CONTEXT_INIT
     context_current_position: int = 0
     num_generated: int = 0

@@ -40,6 +40,7 @@ class RequestView:
     # For the livelock fingerprint: two worlds differing here are not the same world.
     prompt_len: int = 0
     lora_weights: bool = False
+    lora_path: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
 
 
 @attrs.frozen
@@ -154,6 +155,9 @@ class StepRecord:
     writes: tuple[FieldWrite, ...] = ()
     # Requests recompute-pending when the pass began.
     recompute_pending_before: frozenset[int] = frozenset()
+    # The executor leaves a recompute-paused request's teardown to the scheduler
+    # (``recompute_teardown = "scheduler_only"``, peftlife's opt-in rule).
+    scheduler_tears_down: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
     # The overlap executor only (reports leave these out of a simple-loop step):
     # batch N, on the device when the pass began and read back in this iteration;
     # whether the scheduler was told it (``inflight_ids = "batch"``); and whether
@@ -161,6 +165,8 @@ class StepRecord:
     overlap: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
     in_flight: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
     in_flight_told: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
+    # Whether invariant 14 is checked on this step (told, or ``in_flight_pin = "always"``).
+    in_flight_checked: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
     held: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
     # Requests retiring when the pass began (their last token on the device).
     retiring: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             max_states=args.max_states,
         )
     seconds = round(time.perf_counter() - start, 2)
-    unchecked = world.overlap and not world.in_flight_told
+    unchecked = world.overlap and not world.in_flight_checked
     notes = (ci_outputs.in_flight_note([scenario]),) if unchecked else ()
     summary = ci_outputs.ExplorationSummary(
         args.sut,
