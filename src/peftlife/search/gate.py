@@ -255,7 +255,7 @@ def hunted_scenarios(mutant: Mutant) -> list[str]:
             for name in scenarios.opt_in_names()
             if scenarios.load(name).recompute_teardown == "scheduler_only"
         ]
-    names = scenarios.shipped_names()
+    names = [name for name in scenarios.shipped_names() if name not in mutant.not_hunted_in]
     if not mutant.overlap:
         return names
     return [name for name in names if scenarios.load(name).executor == "overlap"]
