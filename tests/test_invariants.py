@@ -444,6 +444,16 @@ def test_expected_ownership_per_clause() -> None:
     assert expected_ownership(running(target=NO_CACHE)) is None
 
 
+def test_a_started_context_request_not_run_may_still_be_paused() -> None:
+    """Resumed mid-prefill but its chunk did not fit: upstream's executor registers it
+    when it runs, so paused is as good as active until then; once run, active only."""
+    mid_prefill = running(state=CTX, position=2, num_generated=0)
+    assert expected_ownership(mid_prefill, scheduled=False) == "active or paused"
+    assert expected_ownership(mid_prefill, scheduled=True) == "active"
+    # A generation request resumed and not re-registered stays a finding either way.
+    assert expected_ownership(running(), scheduled=False) == "active"
+
+
 @pytest.mark.parametrize("started", [True, False])
 @pytest.mark.parametrize("residency", [ACTIVE, SUSPENDED, NONE])
 def test_expected_ownership_recompute_pending_is_not_active(

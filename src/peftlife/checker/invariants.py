@@ -113,9 +113,15 @@ def owned(view: RequestView, adapters: dict[int, AdapterView]) -> str:
 # runtime's pause) or nothing (upstream's PyExecutor terminates it). Never active: it
 # holds no KV, so it must not pin its adapter on the device.
 NOT_ACTIVE = "paused or none"
+# A started context request resumed but not run in this iteration: upstream's executor
+# registers every context request it runs (resource_manager.py, PeftCacheManager
+# prepare_resources), so until then paused is as good as active.
+ACTIVE_OR_PAUSED = "active or paused"
 
 
-def expected_ownership(view: RequestView, scheduler_tears_down: bool = False) -> str | None:
+def expected_ownership(
+    view: RequestView, scheduler_tears_down: bool = False, scheduled: bool = True
+) -> str | None:
     """What invariant 1 says a request must own, or None where it says nothing.
 
     >>> from peftlife.world.kv import NO_CACHE
@@ -134,6 +140,8 @@ def expected_ownership(view: RequestView, scheduler_tears_down: bool = False) ->
     if view.started and residency is Residency.SUSPENDED:
         return "paused"
     if view.started and residency is Residency.ACTIVE:
+        if view.state is LlmRequestState.CONTEXT_INIT and not scheduled:
+            return ACTIVE_OR_PAUSED
         return "active"
     if not view.started and not view.ever_registered:
         return "none"
@@ -141,22 +149,29 @@ def expected_ownership(view: RequestView, scheduler_tears_down: bool = False) ->
 
 
 def _owns_as_expected(expected: str, found: str) -> bool:
-    return found in ("paused", "none") if expected == NOT_ACTIVE else found == expected
+    if expected == NOT_ACTIVE:
+        return found in ("paused", "none")
+    if expected == ACTIVE_OR_PAUSED:
+        return found in ("active", "paused")
+    return found == expected
 
 
 @invariant
 def ownership_follows_residency(s: Snapshot) -> Iterator[Violation]:
-    """1. Started and ACTIVE owns actively; started and SUSPENDED is paused; unstarted
+    """1. Started and ACTIVE owns actively (a context request not run in this
+    iteration may still be paused: the executor registers it when it runs); started
+    and SUSPENDED is paused; unstarted
     and never registered owns nothing; recompute-pending is not active (paused, where
     the executor leaves the teardown to the scheduler: opt-in). Source: the C++
     PeftCacheManager updateTaskState, scheduler_v2.py (release on suspend,
     registration on resume), py_executor.py _terminate_recompute_paused_requests."""
     adapters = {a.task_id: a for a in s.adapters}
     scheduler_tears_down = s.step is not None and s.step.scheduler_tears_down
+    scheduled = {v.request_id for v in s.step.after_prepare} if s.step is not None else set()
     for view in s.requests:
         if view.lora_task_id is None:
             continue
-        expected = expected_ownership(view, scheduler_tears_down)
+        expected = expected_ownership(view, scheduler_tears_down, view.request_id in scheduled)
         found = owned(view, adapters)
         if expected is not None and not _owns_as_expected(expected, found):
             why = (
