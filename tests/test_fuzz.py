@@ -318,7 +318,11 @@ def test_ctrl_c_stops_the_workers_and_writes_what_was_found(tmp_path: Path) -> N
         "--sut", MUTANT, "--scenario", "default", "--workers", "2", "--duration", "120",
         "--seed", "5", cwd=tmp_path,
     )  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+        # A test run in the background inherits SIGINT ignored; a terminal's Ctrl-C is not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("finding: "):
