@@ -1,4 +1,4 @@
-"""The checker: the invariants of spec section 8 as pure functions of a snapshot.
+"""The checker: the invariants of docs/invariants.md as pure functions of a snapshot.
 
 Each invariant has a stable snake_case name (reports, CI filters and the
 mutant catalogue use it) and returns the violations it finds, each naming the

@@ -8,9 +8,9 @@ driven by A and one by B. After each executor iteration (the drain's
 included) the two are compared on what the iteration observably did:
 
 * the scheduler's four output lists. ``context`` and ``generation`` are
-  compared as sequences: the spec, like upstream, sorts the batch (adapter,
+  compared as sequences: the protocol (docs/protocol.md), like upstream, sorts the batch (adapter,
   then request id) and the reference does so. ``paused`` and
-  ``recompute_paused`` are compared as sets: the spec leaves their order open
+  ``recompute_paused`` are compared as sets: the protocol leaves their order open
   and the invariants read all four as sets. A context entry carries its chunk;
 * the scheduler's own KV and PEFT calls (``caller == "scheduler"``), in order,
   with their arguments and results, and the request fields it wrote;

@@ -6,7 +6,7 @@ the workload. This module reads one and turns it into Hypothesis strategies.
 Every knob acts only through a strategy, never inside a rule's body, so a
 printed reproduction is exactly what ran.
 
-Worlds are generated so that they can always drain (spec invariant 12,
+Worlds are generated so that they can always drain (docs/invariants.md, invariant 12,
 ``checker.drain.drain_premise_broken``): every request fits the device alone,
 the device LoRA cache holds the largest adapter, without recompute pause the
 lower tier holds every cache at once, without chunking the token budget covers

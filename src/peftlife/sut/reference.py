@@ -3,7 +3,7 @@
 It walks ``active_requests`` once, generation requests first (phase 1) and
 context requests second (phase 2), under token, request and PEFT-page budgets.
 When KV runs short it climbs a ladder: suspend a victim, recompute-pause a
-victim, suspend itself. Every KV move carries its PEFT move (spec section 6):
+victim, suspend itself. Every KV move carries its PEFT move (docs/protocol.md):
 
 * a started request that leaves the device releases its adapter *with pause*;
 * an unstarted one owns nothing, so it releases nothing;

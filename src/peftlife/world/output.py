@@ -1,4 +1,4 @@
-"""The scheduler's output as the world reads it, and the rules it must keep (spec 8).
+"""The scheduler's output as the world reads it, and the rules it must keep (docs/invariants.md, 8).
 
 ``read_lists`` takes the four lists out of whatever ``schedule_request``
 returned, or says why they cannot be read (a ``malformed_output`` finding).

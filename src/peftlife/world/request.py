@@ -25,7 +25,7 @@ class LlmRequestState(enum.IntEnum):
     GENERATION_COMPLETE = 20
 
 
-# What a scheduler may write on a request (spec 8b); any other field is the world's.
+# What a scheduler may write on a request (docs/invariants.md, 8b); any other field is the world's.
 SCHEDULER_WRITABLE_FIELDS = frozenset(
     {"context_chunk_size", "py_batch_idx", "estimated_reusable_tokens", "py_ctx_pre_resize_cap"}
 )

@@ -33,7 +33,7 @@ _UNMODELLED = ("encoder_requests", "fitting_disagg_gen_init_requests")
 def constructor_arguments(env: Environment) -> dict[str, Any]:
     """Upstream's ``KVCacheV2Scheduler`` arguments for the world of ``env``.
 
-    A draft pool pairs jointly with the target (the spec's draft semantics);
+    A draft pool pairs jointly with the target (upstream's joint pairing);
     prefix-aware scheduling is off because prefix reuse is not modelled.
     """
     cfg = env.config
