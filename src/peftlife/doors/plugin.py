@@ -321,8 +321,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     options = session.current()
     # Hypothesis tells its statistics where the search runs: in the outside
     # watchdog's child (``peftlife.world.supervisor``), whose memory dies with it.
-    # A file both processes share carries them back.
-    relay = tempfile.TemporaryFile("w+", encoding="utf-8")
+    # A file both processes share (``relay``, opened below) carries them back.
 
     def hypothesis_stats(stats: Any) -> None:
         named: Any = {**stats, "nodeid": item.nodeid}
@@ -338,7 +337,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
     try:
         with (
-            relay,
+            tempfile.TemporaryFile("w+", encoding="utf-8") as relay,
             # Hypothesis types its collector's value as None, though it calls it.
             collector.with_value(hypothesis_stats),  # type: ignore[arg-type]
             session.using(attrs.evolve(options, on_search=peftlife_stats)),

@@ -189,8 +189,10 @@ def explore(
         reached = len(failure.run.actions)
         return Exploration(sut_spec, s.name, world, reached, examples, failure, True)
 
+    # The child counts its states as examples; the parent tells ``progress`` of them.
+    told = None if progress is None else (lambda states, _iterations: progress(states))
     return outside.supervised_search(
-        lambda _: _explore(sut_spec, s, world, depth, alphabet, max_states), None, dead
+        lambda tick: _explore(sut_spec, s, world, depth, alphabet, max_states, tick), told, dead
     )
 
 
@@ -201,6 +203,7 @@ def _explore(
     depth: int,
     alphabet: Alphabet | None,
     max_states: int,
+    progress: Callable[[int, int], None] | None,
 ) -> Exploration:
     factory = sut.load(sut_spec)
     letters = alphabet if alphabet is not None else Alphabet.of(s, world)
@@ -235,7 +238,7 @@ def _explore(
                 seen.add(key)
                 states += 1
                 if progress is not None:
-                    progress(states)
+                    progress(states, 0)
                 if drain.drain(copied(child, actions)).violations:
                     return found(actions, level)
                 if states >= max_states:

@@ -114,7 +114,7 @@ class StepError:
 
 @attrs.frozen
 class FieldWrite:
-    """A request field the scheduler changed that is not its own (docs/invariants.md, 8b), as text."""
+    """A request field the scheduler changed that is not its own (invariant 8b), as text."""
 
     request_id: int
     field: str
@@ -129,7 +129,7 @@ class OutputRecord:
     paused: tuple[int, ...]
     recompute_paused: tuple[int, ...]
     listed: tuple[ListedView, ...]
-    # The pass's budgets, which the batch must keep (docs/invariants.md, 8); None where not recorded.
+    # The pass's budgets, which the batch must keep (invariant 8); None where not recorded.
     max_batch_size: int | None = None
     max_num_tokens: int | None = None
     chunking: bool = True
