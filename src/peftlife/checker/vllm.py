@@ -9,11 +9,35 @@ new ones are V1 to V5.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
 
 import attrs
 
-from peftlife.sut.adapters.vllm.driver import Step
+
+class Step(Protocol):
+    """What the checks read of a step: the spike's ``driver.Step`` (a checker imports no SUT)."""
+
+    @property
+    def tokens(self) -> Mapping[str, int]: ...
+    @property
+    def new(self) -> tuple[str, ...]: ...
+    @property
+    def resumed(self) -> tuple[str, ...]: ...
+    @property
+    def preempted(self) -> tuple[str, ...]: ...
+    @property
+    def finished(self) -> tuple[str, ...]: ...
+    @property
+    def running_adapters(self) -> frozenset[int]: ...
+    @property
+    def computed(self) -> Mapping[str, int]: ...
+    @property
+    def held(self) -> Mapping[str, int]: ...
+    @property
+    def free_blocks(self) -> int: ...
+    @property
+    def held_after(self) -> int: ...
 
 
 @attrs.frozen
