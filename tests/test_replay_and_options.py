@@ -21,7 +21,7 @@ import pytest
 from peftlife.doors import cli
 from peftlife.search import profiles
 
-MUTANT = "mutant:recompute_pause_keeps_ownership"
+MUTANT = "mutant:pause_flag_dropped"
 SCENARIO = "kv-pressure"
 
 

@@ -8,12 +8,15 @@ holds in every shipped scenario (``test_machine.test_reference_holds``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from peftlife.search import profiles
+from peftlife.search import profiles, scenarios
 from peftlife.search.hunt import search
 
 CI = profiles.get("ci")
+STRATEGIES = Path(scenarios.__file__).parent / "strategies"
 WRONG = "tests.wrong_schedulers:"
 
 # (SUT, scenario to search, invariants acceptable as the first catch)
@@ -59,8 +62,15 @@ def test_wrong_scheduler_is_flagged_by_search(
     assert result.failure.invariant in invariants, str(result.failure)
 
 
-def test_an_exception_reports_its_type_message_and_the_schedulers_frames() -> None:
-    result = search(WRONG + "WarmsUncachedAdapters", "default", CI)
+def test_an_exception_reports_its_type_message_and_the_schedulers_frames(tmp_path: Path) -> None:
+    # Requests without a LoRA path (as the LLM API sends them, an uncached adapter
+    # would be reloaded from it), so the scheduler's own add_request_peft raises.
+    default = (STRATEGIES / "default.toml").read_text("utf-8")
+    no_path = tmp_path / "no-lora-path.toml"
+    no_path.write_text(
+        default.replace("[workload]\n", '[workload]\nlora_path = "never"\n'), "utf-8"
+    )
+    result = search(WRONG + "WarmsUncachedAdapters", str(no_path), CI)
     assert result.failure is not None
     found = result.failure.violations[0].found
     assert found.startswith("schedule_request raised PeftTaskNotCachedException: LoRA task")
