@@ -17,7 +17,6 @@ from __future__ import annotations
 import enum
 import operator
 import weakref
-from typing import Any
 
 import attrs
 
@@ -36,6 +35,7 @@ from peftlife.world.snapshot import (
     LoraCacheView,
     Outcome,
     OutputRecord,
+    OverlapStep,
     RequestView,
     ScheduledView,
     Snapshot,
@@ -267,11 +267,11 @@ class Engine:
         after_prepare: tuple[ScheduledView, ...],
         errors: list[StepError],
         pending_before: frozenset[int],
-        **overlap: Any,
+        overlap: OverlapStep | None = None,
     ) -> Snapshot:
         """Close the iteration both loops share: note what waits for recompute, record, snapshot.
 
-        ``overlap`` carries the overlap loop's own fields of the step record.
+        ``overlap`` is the overlap loop's own record of the iteration.
         """
         self._note_recompute_pending()
         self._as("harness")
@@ -285,7 +285,7 @@ class Engine:
             writes=self._writes,
             recompute_pending_before=pending_before,
             scheduler_tears_down=self.config.recompute_teardown == "scheduler_only",
-            **overlap,
+            overlap=overlap,
         )
         return self.snapshot()
 

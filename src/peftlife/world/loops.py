@@ -33,7 +33,7 @@ import attrs
 
 from peftlife.world.output import runnable
 from peftlife.world.request import LlmRequestState, Request
-from peftlife.world.snapshot import Outcome, ScheduledView, Snapshot, StepError
+from peftlife.world.snapshot import Outcome, OverlapStep, ScheduledView, Snapshot, StepError
 
 if TYPE_CHECKING:
     from peftlife.world.engine import Engine
@@ -56,29 +56,6 @@ class OverlapState:
     emitting: dict[int, None] = attrs.Factory(dict)
     end_at_read_back: dict[int, Outcome] = attrs.Factory(dict)
     hold_next: bool = False
-
-
-@attrs.frozen
-class OverlapStep:
-    """The overlap loop's own fields of one iteration's step record.
-
-    ``in_flight``: batch N's ids, read back in this iteration; ``in_flight_told``
-    and ``in_flight_checked``: whether the scheduler was told them and whether
-    invariant 14 judges this step; ``held``: this iteration's batch was not
-    queued; ``retiring``: the requests whose last token was on the device when
-    the pass began; ``eos``: members of batch N its read-back ended early.
-    """
-
-    in_flight: tuple[int, ...]
-    in_flight_told: bool
-    in_flight_checked: bool
-    held: bool
-    retiring: tuple[int, ...]
-    eos: tuple[int, ...]
-
-    def step_fields(self) -> dict[str, object]:
-        """As the step record's flat fields (the report format has them flat)."""
-        return {"overlap": True, **attrs.asdict(self, recurse=False)}
 
 
 # ---- the simple loop: PyExecutor._executor_loop ----
@@ -225,7 +202,7 @@ def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
         eos=eos,
     )
     return engine._end_iteration(
-        record, launched, after_prepare, errors, pending_before, **step.step_fields()
+        record, launched, after_prepare, errors, pending_before, overlap=step
     )
 
 
