@@ -19,10 +19,12 @@ directly, as friends.
 Limits: only what a scheduler can observe is modelled. There is no sampler,
 no response queue, no pipeline parallelism and no attention DP ranks: a
 "forward step" moves context cursors on and hands out tokens, and a held
-batch (``OverlapState.hold_next``) stands for every reason upstream has not
-to queue one. Cancellations are applied at the start of an iteration, before
-the pass, where upstream's ``_handle_canceled_requests`` ran at the end of
-the previous one: nothing a scheduler sees happens in between.
+batch (``OverlapState.hold_next``) stands for the world's ``hold_reason``
+(attention DP, batch waiting, the context KV cap), under the overlap loop
+only, though upstream's simple loop can hold one too. Cancellations are
+applied at the start of an iteration, before the pass, where upstream's
+``_handle_canceled_requests`` ran at the end of the previous one: nothing a
+scheduler sees happens in between.
 """
 
 from __future__ import annotations
