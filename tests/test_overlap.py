@@ -44,7 +44,8 @@ def test_a_request_retires_and_ends_one_iteration_after_its_last_launch() -> Non
     assert first.request(rid).state is LlmRequestState.GENERATION_TO_COMPLETE  # type: ignore[union-attr]
     second = engine.step()
     assert second.ended == ((rid, "finished"),)
-    assert second.step is not None and second.step.in_flight == (rid,)
+    assert second.step is not None and second.step.overlap is not None
+    assert second.step.overlap.in_flight == (rid,)
 
 
 def test_the_scheduler_is_told_batch_n_or_nothing() -> None:
@@ -71,7 +72,8 @@ def test_eos_ends_an_in_flight_member_at_the_next_read_back() -> None:
     assert engine.end_of_sequence(rid)
     snap = engine.step()
     assert snap.ended == ((rid, "finished"),)
-    assert snap.step is not None and snap.step.eos == (rid,)
+    assert snap.step is not None and snap.step.overlap is not None
+    assert snap.step.overlap.eos == (rid,)
 
 
 def test_a_held_batch_is_prepared_but_not_launched() -> None:
@@ -79,7 +81,8 @@ def test_a_held_batch_is_prepared_but_not_launched() -> None:
     rid = engine.submit(prompt_len=4, max_new_tokens=2)
     assert engine.hold_batch()
     snap = engine.step()
-    assert snap.step is not None and snap.step.held and not snap.step.batch_ran
+    assert snap.step is not None and snap.step.overlap is not None
+    assert snap.step.overlap.held and not snap.step.batch_ran
     assert snap.in_flight == () and snap.request(rid).position == 0  # type: ignore[union-attr]
     assert invariants.check(snap) == []
 
@@ -246,7 +249,10 @@ def test_14_is_not_checked_when_the_scheduler_is_told_nothing_unless_opted_in() 
     always = attrs.evolve(empty, in_flight_pin="always")
     assert always.in_flight_checked and not always.in_flight_told
     snaps = _steps(always, mutants.DoubleTeardown, PRESSURE_TRACE)
-    assert all(s.step is not None and s.step.in_flight_checked for s in snaps[1:])
+    assert all(
+        s.step is not None and s.step.overlap is not None and s.step.overlap.in_flight_checked
+        for s in snaps[1:]
+    )
 
 
 def test_15_a_recompute_paused_member_ending_by_eos_is_freed_twice_as_upstream() -> None:

@@ -443,8 +443,8 @@ def test_the_correct_variant_pre_claims_a_retiring_request_s_adapter() -> None:
     for spec in (CORRECT, DEFECTIVE):  # the pre-claim is upstream's, in both variants
         outcome = checked_replay(OVERLAP, actions, sut.load(spec))
         assert outcome.held, (spec, outcome.violations)
-        assert outcome.entries[0].snapshot.step.retiring == ()  # type: ignore[union-attr]
-        assert outcome.entries[1].snapshot.step.retiring == (1,)  # type: ignore[union-attr]
+        assert outcome.entries[0].snapshot.step.overlap.retiring == ()  # type: ignore[union-attr]
+        assert outcome.entries[1].snapshot.step.overlap.retiring == (1,)  # type: ignore[union-attr]
 
 
 def test_only_the_correct_variant_spares_a_retiring_request_told_nothing_in_flight() -> None:

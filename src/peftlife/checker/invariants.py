@@ -530,11 +530,11 @@ def retiring_keeps_its_place(s: Snapshot) -> Iterator[Violation]:
     """13. A retiring request (GENERATION_TO_COMPLETE) keeps KV ACTIVE in every pool and
     its adapter owned actively until the executor frees it after its last read-back."""
     step = s.step
-    if step is None or not step.overlap:
+    if step is None or step.overlap is None:
         return  # only the overlap executor has retiring requests
     # Its last step is read back and freed within the iteration, so a retiring request
     # the pass took off the device is judged by the calls, not by the end state.
-    retiring = set(step.retiring)
+    retiring = set(step.overlap.retiring)
     for call in step.calls:
         if call.request_id not in retiring or call.caller == "free_resources":
             continue
@@ -583,9 +583,10 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
     released while the batch that uses it may still run, a real fault only when device
     work not ordered after that batch's forward reuses what was released."""
     step = s.step
-    if step is None or not step.in_flight_checked or not step.in_flight:
+    overlap = None if step is None else step.overlap
+    if step is None or overlap is None or not overlap.in_flight_checked or not overlap.in_flight:
         return
-    members = set(step.in_flight)
+    members = set(overlap.in_flight)
     adapters: set[int] = set()
     for call in step.calls:
         if call.caller == "free_resources" and call.component != "peft":
@@ -664,7 +665,7 @@ def nothing_after_teardown(s: Snapshot) -> Iterator[Violation]:
 def dead_stay_dead(s: Snapshot) -> Iterator[Violation]:
     """16. A request the executor freed is in no ownership set and in no later output list."""
     step = s.step
-    if step is None or not step.overlap:
+    if step is None or step.overlap is None:
         return
     ended = {rid for rid, _ in s.ended}
     for a in s.adapters:

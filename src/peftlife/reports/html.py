@@ -179,8 +179,8 @@ def _flights(rid: int, s: Snapshot) -> list[int]:
     iteration k + 1; its members' cells in both columns carry it. None in the
     simple loop.
     """
-    step = s.step
-    if step is None or not step.overlap:
+    step = None if s.step is None else s.step.overlap
+    if step is None:
         return []
     return [
         launched

@@ -137,19 +137,20 @@ def path_labels(snapshot: Snapshot) -> set[str]:
 
 def _overlap_labels(snapshot: Snapshot) -> set[str]:
     step = snapshot.step
-    if step is None or not step.overlap:
+    overlap = None if step is None else step.overlap
+    if step is None or overlap is None:
         return set()
     labels = set()
-    if step.retiring:  # the pass met a request whose last token was on the device
+    if overlap.retiring:  # the pass met a request whose last token was on the device
         labels.add("retiring request")
-    if step.held:
+    if overlap.held:
         labels.add("held batch")
-    if step.in_flight_told and step.output is not None:
+    if overlap.in_flight_told and step.output is not None:
         # A request the scheduler would have run had it not been on the device.
         listed = {v.request_id for v in step.output.listed}
-        if any(rid not in listed for rid in snapshot.live_ids.intersection(step.in_flight)):
+        if any(rid not in listed for rid in snapshot.live_ids.intersection(overlap.in_flight)):
             labels.add("in-flight skip")
-    if any(outcome == "finished" and rid in step.eos for rid, outcome in snapshot.ended):
+    if any(outcome == "finished" and rid in overlap.eos for rid, outcome in snapshot.ended):
         labels.add("end-of-sequence in flight")
     return labels
 

@@ -1,14 +1,15 @@
-"""The executor loop: the world a scheduler runs in.
+"""The engine: the world a scheduler runs in, and the services its loops use.
 
-``Engine.step()`` is one ``PyExecutor`` iteration: apply cancellations, ask
-the scheduler what to run, ``prepare_resources`` (register every context
-request's adapter, then ``ensure_batch``), run the batch, free what finished,
-and reset recompute-paused requests to prefill again. Under the overlap
-executor (``EngineConfig.executor``) one iteration instead schedules and
-launches batch N+1 while batch N is still on the device, and reads batch N
-back afterwards (``_step_overlap``). The scheduler is untrusted: whatever it
-raises or returns is recorded on the step as a finding and never escapes as a
-crash of the harness.
+``Engine`` holds the requests, the KV pools, the PEFT manager and the call
+ledger, and takes the world's inputs (submit, cancel, end-of-sequence, a
+held batch). ``Engine.step()`` is one ``PyExecutor`` iteration, run by
+``peftlife.world.loops``: the simple loop (``_executor_loop``) or, under
+``EngineConfig.executor = "overlap"``, the overlap loop
+(``_executor_loop_overlap``), each step by step in upstream's order. What
+the loops share lives here: asking the scheduler (untrusted: whatever it
+raises or returns is recorded on the step as a finding and never escapes as
+a crash of the harness), ``prepare_resources``, freeing a request, closing
+an iteration into a step record, and the snapshot.
 """
 
 from __future__ import annotations
@@ -16,24 +17,25 @@ from __future__ import annotations
 import enum
 import operator
 import weakref
-from typing import Any
 
 import attrs
 
-from peftlife.world import untrusted, watchdog
+from peftlife.world import loops, untrusted, watchdog
 from peftlife.world.config import EngineConfig
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
-from peftlife.world.output import Lists, read_lists, record_output, runnable
+from peftlife.world.loops import OverlapState
+from peftlife.world.output import Lists, read_lists, record_output
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
 from peftlife.world.protocol import Environment, Scheduler, SchedulerFactory
-from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, LlmRequestState, Request
+from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, Request
 from peftlife.world.snapshot import (
     AdapterView,
     FieldWrite,
     LoraCacheView,
     Outcome,
     OutputRecord,
+    OverlapStep,
     RequestView,
     ScheduledView,
     Snapshot,
@@ -120,15 +122,8 @@ class Engine:
         self._ended_now: list[tuple[int, Outcome]] = []
         self._last_step: StepRecord | None = None
         self._writes: tuple[FieldWrite, ...] = ()
-        # The overlap executor's batch N: launched, not read back yet. ``_emitting``
-        # are the ids of the members its read-back gives a token, in launch order (a
-        # dict as an ordered set: the read-back asks it of every member);
-        # ``_end_at_read_back`` the members that end then whatever their count
-        # (end-of-sequence, or a cancellation that must wait for the device).
-        self._in_flight: tuple[Request, ...] = ()
-        self._emitting: dict[int, None] = {}
-        self._end_at_read_back: dict[int, Outcome] = {}
-        self._hold_next = False
+        # The overlap loop's state between iterations (batch N and what its read-back does).
+        self._overlap = OverlapState()
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
         self._declaration: StateDeclaration | None = None
@@ -193,9 +188,9 @@ class Engine:
         Only a member whose read-back gives it a token can emit one; False otherwise
         (and always under the simple executor, which has no batch in flight).
         """
-        if request_id not in self._emitting:
+        if request_id not in self._overlap.emitting:
             return False
-        self._end_at_read_back.setdefault(request_id, "finished")
+        self._overlap.end_at_read_back.setdefault(request_id, "finished")
         return True
 
     def hold_batch(self) -> bool:
@@ -205,24 +200,25 @@ class Engine:
         from it. False in a world with no reason to hold."""
         if not self.config.holds_batches:
             return False
-        self._hold_next = True
+        self._overlap.hold_next = True
         return True
 
     @property
     def in_flight_ids(self) -> tuple[int, ...]:
         """The ids of the batch on the device, not read back yet (overlap only)."""
-        return tuple(r.request_id for r in self._in_flight)
+        return tuple(r.request_id for r in self._overlap.batch)
 
     @property
     def emitting_ids(self) -> tuple[int, ...]:
         """The in-flight members whose read-back gives them a token: those an eos can end."""
-        return tuple(self._emitting)
+        return tuple(self._overlap.emitting)
 
     @property
     def pending_read_back(self) -> tuple[object, ...]:
         """What the overlap loop still holds that a snapshot does not show: who emits at
         the read-back, who ends then and how, and whether the next batch is held."""
-        return (self.emitting_ids, tuple(sorted(self._end_at_read_back.items())), self._hold_next)
+        state = self._overlap
+        return (self.emitting_ids, tuple(sorted(state.end_at_read_back.items())), state.hold_next)
 
     @property
     def adapter_ids(self) -> list[int]:
@@ -252,174 +248,10 @@ class Engine:
     # ---- one executor iteration ----
 
     def step(self) -> Snapshot:
-        """Run one iteration and return the snapshot after it."""
+        """Run one iteration of the world's executor loop and return the snapshot after it."""
         if self.config.overlap:
-            return self._step_overlap()
-        self._begin_iteration()
-        errors: list[StepError] = []
-
-        self._as("free_resources")
-        for rid in self._cancel_queue:
-            if rid in self._requests:
-                self._end(self._requests[rid], "cancelled")
-        self._cancel_queue.clear()
-
-        pending_before = frozenset(self._recompute_pending)
-        lists, record = self._ask_scheduler(errors)
-
-        batch_ran = False
-        after_prepare: tuple[ScheduledView, ...] = ()
-        if lists is not None and record is not None and runnable(record):
-            # Upstream's _executor_loop tears down and resets the recompute-paused
-            # requests right after scheduling, before prepare_resources.
-            for req in lists["recompute_paused"]:
-                if req.request_id in self._requests:
-                    self._recompute_teardown(req)
-                    self._reset_for_recompute(req)
-            generation = lists["generation"]
-            self._as("prepare_resources")
-            context, ensure_error = self._prepare_resources(lists["context"], generation, errors)
-            after_prepare = self._scheduled_views(context, generation)
-            if ensure_error is None:
-                self._run_batch(context, generation)
-                batch_ran = True
-            else:
-                errors.append(ensure_error)
-        return self._end_iteration(record, batch_ran, after_prepare, errors, pending_before)
-
-    def _step_overlap(self) -> Snapshot:
-        """One iteration of the overlap loop, in the nine steps of docs/protocol.md.
-
-        Batch N (``_in_flight``) was launched by the previous iteration and is read
-        back here, after batch N+1 has been scheduled, prepared and launched.
-        """
-        self._begin_iteration()
-        errors: list[StepError] = []
-        batch_n = self._in_flight
-        in_flight = {r.request_id for r in batch_n}
-        hold, self._hold_next = self._hold_next, False
-
-        # A cancellation waits for the device when the request is on it: batch N's
-        # members end at its read-back, so their KV stays put while the batch runs.
-        self._as("free_resources")
-        for rid in self._cancel_queue:
-            if rid in in_flight:
-                self._end_at_read_back.setdefault(rid, "cancelled")
-            elif rid in self._requests:
-                self._end(self._requests[rid], "cancelled")
-        self._cancel_queue.clear()
-
-        # 1. schedule batch N+1
-        pending_before = frozenset(self._recompute_pending)
-        # A retiring request was launched with its last token: it is a member of batch N.
-        retiring = tuple(sorted(r.request_id for r in batch_n if r.is_generation_to_complete_state))
-        told = in_flight if self.config.in_flight_told else set()
-        lists, record = self._ask_scheduler(errors, inflight=told)
-        runs = lists is not None and record is not None and runnable(record)
-        context: list[Request] = []
-        generation: list[Request] = []
-        recompute_paused: list[Request] = []
-        after_prepare: tuple[ScheduledView, ...] = ()
-        launched = False
-        if lists is not None and runs and hold and self.config.hold_reason != "attention_dp":
-            # Upstream's _schedule drops context requests after the scheduler grew
-            # their KV: they stay active with their KV, unregistered, and do not run.
-            lists = dict(lists)
-            lists["context"] = self._kept_context(lists["context"], lists["generation"])
-            hold = False
-        if lists is not None and runs:
-            recompute_paused = lists["recompute_paused"]
-            # 2. tear down this pass's recompute-paused requests
-            for req in recompute_paused:
-                if req.request_id in self._requests:
-                    self._recompute_teardown(req)
-            # 3. prepare_resources. A held batch is prepared too (the decision on
-            # open question 1 in docs/protocol.md: the scheduler's resumes and the
-            # executor's registrations stand), except its first chunks: upstream
-            # prepares only a batch it can queue, so a held first chunk, which has
-            # not started, is never registered there. Then the held batch's
-            # generation allocations are undone and it is not launched.
-            self._as("prepare_resources")
-            generation = lists["generation"]
-            registered = [r for r in lists["context"] if not hold or r.is_started]
-            context, ensure_error = self._prepare_resources(registered, generation, errors)
-            after_prepare = self._scheduled_views(context, generation)
-            if ensure_error is not None:
-                errors.append(ensure_error)
-            if hold:
-                for req in generation:
-                    if req.request_id in self._requests:
-                        for pool in self.pools:
-                            pool.revert_allocate_generation(req)
-            # 4. launch batch N+1
-            launched = ensure_error is None and not hold
-            if not launched:
-                context, generation = [], []
-
-        # 5. read batch N back
-        finished: list[tuple[Request, Outcome]] = []
-        for req in batch_n:
-            if req.request_id not in self._requests:
-                continue
-            emits = req.request_id in self._emitting
-            if emits:
-                req.num_generated += 1
-            outcome = self._end_at_read_back.get(req.request_id)
-            if outcome is None and emits and req.num_generated >= req.max_new_tokens:
-                outcome = "finished"
-            if outcome is not None:
-                if outcome == "finished":
-                    req.state = LlmRequestState.GENERATION_COMPLETE
-                finished.append((req, outcome))
-        self._end_at_read_back.clear()
-        ending = {r.request_id for r, _ in finished}
-        eos = tuple(
-            r.request_id
-            for r, outcome in finished
-            if outcome == "finished" and r.num_generated < r.max_new_tokens
-        )
-        # 6. reset this pass's recompute-paused requests that live on unfinished
-        for req in recompute_paused:
-            if req.request_id in self._requests and req.request_id not in ending:
-                self._reset_for_recompute(req)
-        # 7. batch N+1's context members advance
-        emitting = self._advance(context, generation, None)
-        # 8. free batch N's finished members, after this iteration's ensure_batch
-        self._as("free_resources")
-        for req, outcome in finished:
-            if req.request_id in self._requests:
-                self._end(req, outcome)
-        # 9. generation members whose next token is their last now retire
-        for req in generation:
-            if req.request_id in self._requests:
-                req.state = self._state_before_token(req)
-        self._in_flight = tuple(
-            r for r in (*context, *generation) if r.request_id in self._requests
-        )
-        self._emitting = dict.fromkeys(
-            r.request_id for r in emitting if r.request_id in self._requests
-        )
-        return self._end_iteration(
-            record,
-            launched,
-            after_prepare,
-            errors,
-            pending_before,
-            overlap=True,
-            in_flight=tuple(sorted(in_flight)),
-            in_flight_told=self.config.in_flight_told,
-            in_flight_checked=self.config.in_flight_checked,
-            held=hold,
-            retiring=retiring,
-            eos=eos,
-        )
-
-    def _kept_context(self, context: list[Request], generation: list[Request]) -> list[Request]:
-        """The context requests a held batch keeps: none while generation requests run
-        (``_waiting_requests``), or the first (``_cap_context_by_total_kv_len``)."""
-        if self.config.hold_reason == "batch_waiting":
-            return [] if generation else context
-        return context[:1]
+            return loops.overlap_iteration(self, self._overlap)
+        return loops.simple_iteration(self)
 
     def _begin_iteration(self) -> None:
         self.iteration += 1
@@ -435,11 +267,11 @@ class Engine:
         after_prepare: tuple[ScheduledView, ...],
         errors: list[StepError],
         pending_before: frozenset[int],
-        **overlap: Any,
+        overlap: OverlapStep | None = None,
     ) -> Snapshot:
         """Close the iteration both loops share: note what waits for recompute, record, snapshot.
 
-        ``overlap`` carries the overlap loop's own fields of the step record.
+        ``overlap`` is the overlap loop's own record of the iteration.
         """
         self._note_recompute_pending()
         self._as("harness")
@@ -453,7 +285,7 @@ class Engine:
             writes=self._writes,
             recompute_pending_before=pending_before,
             scheduler_tears_down=self.config.recompute_teardown == "scheduler_only",
-            **overlap,
+            overlap=overlap,
         )
         return self.snapshot()
 
@@ -480,13 +312,6 @@ class Engine:
             config=self.config,
         )
         return lists, record
-
-    @staticmethod
-    def _state_before_token(req: Request) -> LlmRequestState:
-        """A launched request's state until its token is read back: retiring if it is its last."""
-        if req.num_generated + 1 >= req.max_new_tokens:
-            return LlmRequestState.GENERATION_TO_COMPLETE
-        return LlmRequestState.GENERATION_IN_PROGRESS
 
     def _as(self, caller: Caller) -> None:
         self.ledger.caller = caller
@@ -624,58 +449,6 @@ class Engine:
                 )
             )
         return tuple(views)
-
-    def _run_batch(self, context: list[Request], generation: list[Request]) -> None:
-        emitting = self._advance(context, generation, LlmRequestState.GENERATION_IN_PROGRESS)
-        self._as("free_resources")
-        for req in emitting:
-            req.num_generated += 1
-            if req.num_generated >= req.max_new_tokens:
-                req.state = LlmRequestState.GENERATION_COMPLETE
-                self._end(req, "finished")
-
-    @classmethod
-    def _advance(
-        cls,
-        context: list[Request],
-        generation: list[Request],
-        generating: LlmRequestState | None,
-    ) -> list[Request]:
-        """A batch's context chunks move their cursors on; a last chunk turns to
-        ``generating`` (None: retiring if its first token is its last, as the overlap
-        loop has it). Returns the members that get a token: generation, then those."""
-        emitting = list(generation)
-        for req in context:
-            req.context_current_position += req.context_chunk_size
-            if req.context_current_position >= req.context_len:
-                req.state = cls._state_before_token(req) if generating is None else generating
-                emitting.append(req)
-        return emitting
-
-    def _recompute_teardown(self, req: Request) -> None:
-        """Upstream's ``_terminate_recompute_paused_requests``: every resource manager's
-        ``free_resources`` (KV in every pool; the PEFT wrapper's ``mark_request_done``
-        without pause, which terminates the adapter's ownership). Every one of these
-        frees is idempotent, upstream and here. Under ``recompute_teardown =
-        "scheduler_only"`` the executor frees nothing: the scheduler's frees stand."""
-        if self.config.recompute_teardown == "scheduler_only":
-            return
-        caller = self.ledger.caller
-        self._as("recompute_teardown")
-        for pool in self.pools:
-            pool.free_resources(req)
-        if self.peft_cache_manager is not None:
-            self.peft_cache_manager.mark_request_done(req, pause=False)
-        self._as(caller)
-
-    @staticmethod
-    def _reset_for_recompute(req: Request) -> None:
-        """Fold what was generated into the prompt; prefill again from the start."""
-        req.state = LlmRequestState.CONTEXT_INIT
-        req.context_current_position = 0
-        req.num_folded = req.num_generated
-        # A fresh request's chunk is its whole prompt, as upstream's C++ default.
-        req.context_chunk_size = req.context_len
 
     def _end(self, req: Request, outcome: Outcome) -> None:
         """Free a request everywhere (upstream ``free_resources``) and retire it."""

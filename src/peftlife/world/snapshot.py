@@ -144,6 +144,27 @@ class OutputRecord:
 
 
 @attrs.frozen
+class OverlapStep:
+    """What one iteration of the overlap executor adds to its step record.
+
+    ``in_flight``: batch N, on the device when the pass began and read back in
+    this iteration; ``in_flight_told``: the scheduler was told it (``inflight_ids
+    = "batch"``); ``in_flight_checked``: invariant 14 judges this step (told, or
+    ``in_flight_pin = "always"``); ``held``: this iteration's batch was held (not
+    queued); ``retiring``: the requests whose last token was on the device when
+    the pass began; ``eos``: members of batch N its read-back ended by
+    end-of-sequence.
+    """
+
+    in_flight: tuple[int, ...] = ()
+    in_flight_told: bool = False
+    in_flight_checked: bool = False
+    held: bool = False
+    retiring: tuple[int, ...] = ()
+    eos: tuple[int, ...] = ()
+
+
+@attrs.frozen
 class StepRecord:
     iteration: int
     output: OutputRecord | None
@@ -158,20 +179,9 @@ class StepRecord:
     # The executor leaves a recompute-paused request's teardown to the scheduler
     # (``recompute_teardown = "scheduler_only"``, peftlife's opt-in rule).
     scheduler_tears_down: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
-    # The overlap executor only (reports leave these out of a simple-loop step):
-    # batch N, on the device when the pass began and read back in this iteration;
-    # whether the scheduler was told it (``inflight_ids = "batch"``); and whether
-    # this iteration's batch was held (could not be queued).
-    overlap: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
-    in_flight: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
-    in_flight_told: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
-    # Whether invariant 14 is checked on this step (told, or ``in_flight_pin = "always"``).
-    in_flight_checked: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
-    held: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
-    # Requests retiring when the pass began (their last token on the device).
-    retiring: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
-    # Members of batch N that its read-back ended by end-of-sequence.
-    eos: tuple[int, ...] = attrs.field(default=(), metadata={QUIET_AT_DEFAULT: True})
+    # The overlap executor's own record of the iteration (None under the simple loop,
+    # and then left out of reports).
+    overlap: OverlapStep | None = attrs.field(default=None, metadata={QUIET_AT_DEFAULT: True})
 
     @property
     def faults(self) -> tuple[Call, ...]:
@@ -220,8 +230,8 @@ def in_flight_line(s: Snapshot) -> str | None:
     the device when the pass began, ``end-of-sequence`` the members of batch N
     its read-back ended early.
     """
-    step = s.step
-    if step is None or not step.overlap:
+    step = None if s.step is None else s.step.overlap
+    if step is None:
         return None
     read_back = _id_list(step.in_flight)
     launched = "batch held, none launched" if step.held else f"{_id_list(s.in_flight)} launched"
