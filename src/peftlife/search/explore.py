@@ -172,7 +172,8 @@ def explore(
 ) -> Exploration:
     """Every trace up to ``depth`` actions in one world, breadth first; the first failure.
 
-    ``progress(states)`` is told the count of states explored as each is added.
+    ``progress(states)`` is told the count of states explored as it grows (as often as
+    the supervising parent reads it), and the final count at the end.
 
     ``config`` defaults to the scenario's smallest world, ``alphabet`` to the
     scenario's actions in that world. States are merged on their fingerprint
@@ -191,9 +192,12 @@ def explore(
 
     # The child counts its states as examples; the parent tells ``progress`` of them.
     told = None if progress is None else (lambda states, _iterations: progress(states))
-    return outside.supervised_search(
+    result = outside.supervised_search(
         lambda tick: _explore(sut_spec, s, world, depth, alphabet, max_states, tick), told, dead
     )
+    if progress is not None:  # the parent reads the child's count at intervals: the last one
+        progress(result.states)
+    return result
 
 
 def _explore(
