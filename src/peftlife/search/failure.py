@@ -3,6 +3,8 @@
 ``LifecycleFailure`` is what a machine raises and a search returns;
 ``minimized`` replaces one with the smallest world and trace the shrinker
 (``peftlife.search.shrink``) finds that still fails on the same invariant.
+Ctrl-C during the shrink raises ``ShrinkInterrupted`` with the smallest case so
+far, so a front door still writes what was found before it exits.
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ class LifecycleFailure(AssertionError):
         return _restored, (type(self), self.args, self.__dict__)
 
 
+class ShrinkInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a shrink: ``failure`` is the smallest case found so far (the
+    finding as the search met it, when the shrink had nothing to send back)."""
+
+    def __init__(self, failure: LifecycleFailure) -> None:
+        super().__init__()
+        self.failure = failure
+
+
 def _restored(cls: type[LifecycleFailure], args: tuple[object, ...], state: dict) -> object:
     failure = cls.__new__(cls)
     failure.args = args
@@ -78,6 +89,7 @@ def minimized(
     """The same finding on the smallest world and action list the shrinker finds.
 
     ``timeout`` caps the shrink (None or 0: no cap); ``progress`` is told as it goes.
+    Ctrl-C raises ``ShrinkInterrupted`` with the smallest case so far.
     """
     if failure.shrunk or failure.died:
         return failure
@@ -85,11 +97,21 @@ def minimized(
     # end the process or eat its memory. Progress crosses as (replays, best actions).
     told = None if progress is None else _told(progress)
     try:
-        return supervisor.supervised(
-            lambda tell: _minimized(failure, schedule_deadline, timeout, tell), told
+        smaller = supervisor.supervised(
+            lambda tell: _minimized(failure, schedule_deadline, timeout, tell),
+            told,
+            interruptible=True,
         )
     except supervisor.SchedulerDied:
         return failure  # as the search met it: no smaller case could be run to the end
+    except supervisor.Interrupted as stop:
+        kept = stop.result if isinstance(stop.result, LifecycleFailure) else failure
+        raise ShrinkInterrupted(kept) from None
+    except KeyboardInterrupt:  # no child to ask (no fork): the finding as it was met
+        raise ShrinkInterrupted(failure) from None
+    if smaller.shrink is not None and smaller.shrink.stopped == "interrupted":
+        raise ShrinkInterrupted(smaller)  # run here, without a child
+    return smaller
 
 
 def _told(progress: Callable[[shrink.ShrinkProgress], None]) -> Callable[[int, int], None]:
@@ -115,14 +137,22 @@ def _minimized(
         timeout=timeout,
         progress=progress,
     )
+    smaller = Run(run.sut, run.scenario, shrunk.config, shrunk.actions)
+    if shrunk.stopped == "interrupted":
+        # No replay now (it may wait out a hang): whoever reports it replays it.
+        return _shrunk(LifecycleFailure(failure.violations, smaller), shrunk, failure)
     outcome = checked_replay(
         shrunk.config, shrunk.actions, factory, schedule_deadline=schedule_deadline
     )
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
-    smaller = Run(run.sut, run.scenario, shrunk.config, shrunk.actions)
-    result = LifecycleFailure(list(outcome.violations), smaller)
+    return _shrunk(LifecycleFailure(list(outcome.violations), smaller), shrunk, failure)
+
+
+def _shrunk(
+    result: LifecycleFailure, shrunk: shrink.Shrunk, original: LifecycleFailure
+) -> LifecycleFailure:
     result.shrunk = True
     result.shrink = shrunk
-    result.seed = failure.seed
+    result.seed = original.seed
     return result

@@ -76,7 +76,8 @@ def timeout_from_text(text: str) -> float | None:
 
 
 # Why a shrink ended before every pass had run its course (None when they all did).
-Stop = Literal["time cap", "step budget", "replay budget", "hung replays"]
+# "interrupted": Ctrl-C, taken as one more bound.
+Stop = Literal["time cap", "step budget", "replay budget", "hung replays", "interrupted"]
 
 
 @attrs.frozen
@@ -110,6 +111,11 @@ class Shrunk:
         """What a report says when the shrink stopped at a bound, else None."""
         if self.stopped is None:
             return None
+        if self.stopped == "interrupted":
+            return (
+                f"the shrink was interrupted after {count(self.replays, 'replay')}: "
+                "a smaller case may exist"
+            )
         bound = {
             "time cap": f"its {self.timeout:g} s time cap",
             "step budget": f"its budget of {STEP_BUDGET} steps",
@@ -598,8 +604,8 @@ def minimize(
     Returns the input unchanged if it does not fail on ``invariant`` to begin with.
     ``hung`` says the search saw the scheduler miss its deadline: the
     confirming replay then already uses the short one. ``timeout`` caps the
-    whole shrink in seconds (None or 0: no cap); ``progress`` is told after
-    every replay. ``still_fails``, when given, says whether a case fails in
+    whole shrink in seconds (None or 0: no cap), and Ctrl-C ends it as a bound
+    does (``stopped`` is "interrupted"); ``progress`` is told after every replay. ``still_fails``, when given, says whether a case fails in
     place of the checked replay on ``invariant`` (``peftlife diff`` shrinks a
     divergence of two schedulers with it); the order, the passes and the bounds
     are the same.
@@ -641,6 +647,8 @@ def minimize(
                 break
     except _Stopped as bound:
         stopped = bound.why
+    except KeyboardInterrupt:  # Ctrl-C: the smallest case so far is the result
+        stopped = "interrupted"
     actions = shrinker.actions
     if shrinker.config.draft_device_pages is None:
         # Without a draft pool a fault aimed at it lands on the target: say so

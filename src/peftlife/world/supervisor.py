@@ -35,7 +35,12 @@ Limits: where ``os.fork`` is missing (Windows) the work runs in-process, as
 before, and only a Python-level hang is caught. A native hang is detected only
 when the call has a deadline. Ctrl-C reaches the parent, which ends the child
 at once and raises ``KeyboardInterrupt``; the child ignores SIGINT so that it
-never prints a traceback of its own.
+never prints a traceback of its own. Work that keeps a result worth having when
+stopped (a shrink: its smallest case so far) runs ``interruptible``: the child
+then takes one SIGINT as ``KeyboardInterrupt``, the parent hands Ctrl-C on to
+it, and whatever the child sends back within ``GRACE`` comes with the
+``Interrupted`` the parent raises; a child that does not answer by then (stuck
+in native code) is ended, and ``Interrupted`` comes with nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +73,8 @@ _POLL = 0.05
 # A caller that stops the work while scheduler code has been running this long
 # gets a hang: ending a worker inside scheduler code must not read as "held".
 STOPPED_INSIDE = 1.0
+# Seconds an interruptible child has to send back what it has once Ctrl-C came.
+GRACE = 1.0
 MEMORY_HEADROOM = 4 << 30
 _PR_SET_PDEATHSIG = 1
 _JOURNAL = 32 << 20
@@ -82,6 +89,15 @@ class SchedulerDied(Exception):
     def __init__(self, death: Death) -> None:
         super().__init__(death.message)
         self.death = death
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped interruptible work; ``result`` is what the child sent back in
+    time (a value, or None when it sent nothing or raised)."""
+
+    def __init__(self, result: Any = None) -> None:
+        super().__init__()
+        self.result = result
 
 
 class HarnessDied(RuntimeError):
@@ -177,6 +193,7 @@ def supervised(
     progress: Progress | None = None,
     *,
     hangs_at: tuple[int, str] | None = None,
+    interruptible: bool = False,
 ) -> T:
     """``work(progress)``, run in a supervised child; its result, or what it raised, comes back.
 
@@ -187,6 +204,8 @@ def supervised(
     Already in a supervised child, or where there is no fork, ``work`` runs here.
     ``hangs_at`` (a mark and the code's name) is where the work is known to hang:
     the child is ended as soon as it enters that code there, not after the deadline.
+    ``interruptible`` work is told of Ctrl-C and given ``GRACE`` to send back what it
+    has, which comes with the ``Interrupted`` raised here.
     """
     if STAMP is not None or not available():
         return work(progress)
@@ -198,19 +217,19 @@ def supervised(
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        _child(lambda: work(stamp.progress), stamp, write_end)
+        _child(lambda: work(stamp.progress), stamp, write_end, interruptible)
     os.close(write_end)
     try:
-        return _parent(pid, stamp, read_end, progress, hangs_at)
+        return _parent(pid, stamp, read_end, progress, hangs_at, interruptible)
     finally:
         os.close(read_end)
 
 
-def _child(work: Callable[[], Any], stamp: Stamp, out: int) -> None:
+def _child(work: Callable[[], Any], stamp: Stamp, out: int, interruptible: bool) -> None:
     global STAMP
     try:  # whatever happens, the child never runs on into the parent's code
         STAMP = stamp
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _stop_once if interruptible else signal.SIG_IGN)
         _die_with_parent()
         _cap_memory()
         try:
@@ -229,6 +248,14 @@ def _child(work: Callable[[], Any], stamp: Stamp, out: int) -> None:
             stream.flush()
     finally:
         os._exit(0)
+
+
+def _stop_once(signum: int, frame: object) -> None:
+    """An interruptible child's Ctrl-C: the first stops the work; the rest (the
+    terminal's and the parent's, which hands it on, may both arrive) are ignored,
+    so that what the work has is sent back whole."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _die_with_parent() -> None:
@@ -258,6 +285,7 @@ def _parent(
     pipe: int,
     progress: Progress | None,
     hangs_at: tuple[int, str] | None,
+    interruptible: bool,
 ) -> Any:
     chunks: list[bytes] = []
     ended_by_us = stopped_inside = False
@@ -289,11 +317,15 @@ def _parent(
             if since and (overdue or (mark, what) == hangs_at):
                 ended_by_us = True
                 os.kill(pid, signal.SIGKILL)
-    except BaseException:  # Ctrl-C, or anything else: the child must not outlive us
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        if stopped_inside:
-            raise _stopped(stamp) from None
+    except KeyboardInterrupt:
+        if not interruptible or stopped_inside:
+            _end(pid)
+            if stopped_inside:
+                raise _stopped(stamp) from None
+            raise
+        raise Interrupted(_what_it_had(pid, pipe, chunks)) from None
+    except BaseException:  # anything else: the child must not outlive us
+        _end(pid)
         raise
     if chunks:
         kind, value = pickle.loads(b"".join(chunks))
@@ -301,6 +333,37 @@ def _parent(
             raise value
         return value
     raise _died(status, stamp, ended_by_us)
+
+
+def _end(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, ChildProcessError):  # reaped already
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _what_it_had(pid: int, pipe: int, chunks: list[bytes]) -> Any:
+    """Hand Ctrl-C on to an interruptible child and take what it sends back within
+    ``GRACE`` seconds: its value, or None (it raised, died or did not answer)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGINT)
+    until = time.monotonic() + GRACE
+    ended = False
+    try:
+        while not ended and time.monotonic() < until:
+            ready, _, _ = select.select([pipe], [], [], min(_POLL, until - time.monotonic()))
+            if ready:
+                chunk = os.read(pipe, 1 << 16)
+                chunks.append(chunk)
+                ended = not chunk  # the child closed its end: all it had is here
+    finally:
+        _end(pid)
+    if not ended:
+        return None
+    try:
+        kind, value = pickle.loads(b"".join(chunks))
+    except Exception:
+        return None
+    return value if kind == "returned" else None
 
 
 def _died(status: int, stamp: Stamp, ended_by_us: bool) -> BaseException:
