@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.protocol import Environment, SchedulerOutput
@@ -200,3 +201,17 @@ class AllocatesWithoutBound(ReferenceScheduler):
         while len(active_requests) > 1:
             hoard.append(bytearray(1 << 26))
         return super().schedule_request(active_requests, inflight_request_ids)
+
+
+class SlowNoReleaseOnSuspend(ReferenceScheduler):
+    """The no_release_on_suspend mutant, taking 20 ms a pass: its shrink takes long
+    enough to be stopped halfway (the Ctrl-C tests)."""
+
+    def schedule_request(
+        self, active_requests: list[Request], inflight_request_ids: set[int]
+    ) -> SchedulerOutput:
+        time.sleep(0.02)
+        return super().schedule_request(active_requests, inflight_request_ids)
+
+    def release_on_suspend(self, req: Request) -> None:
+        pass

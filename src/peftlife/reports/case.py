@@ -77,10 +77,14 @@ class Case:
         seed: int | None = None,
         profile: str = "",
         examples: int | None = None,
-        shrunk: bool = True,
+        shrunk: bool | None = None,
     ) -> Case:
+        """The case of a finding; ``shrunk`` defaults to whether the finding was."""
         run = failure.run
         note = failure.shrink.note if failure.shrink is not None else None
+        if failure.died:
+            note = _died_note(failure)
+        shrunk = failure.shrunk if shrunk is None else shrunk
         return cls(
             run.sut, run.scenario, run.config, run.actions, seed, profile, examples, shrunk, note
         )
@@ -249,6 +253,19 @@ def _actions(data: list[Any], config: EngineConfig) -> tuple[Action, ...]:
     return tuple(actions)
 
 
+def _died_note(failure: LifecycleFailure) -> str:
+    """Why a finding whose scheduler took its process down was not shrunk."""
+    how = (
+        "hung where its in-process alarm could not reach it"
+        if failure.hung
+        else "ended or crashed its process"
+    )
+    return (
+        f"the scheduler {how}, as every smaller candidate would again: "
+        "the example as the search met it"
+    )
+
+
 def trace_hash(case: Case) -> str:
     """A short hash of the shrunk trace (the world and the actions), stable across runs.
 
@@ -260,13 +277,21 @@ def trace_hash(case: Case) -> str:
     return digest[:8]
 
 
-def replay(case: Case, sut: str | None = None) -> Outcome:
+def replay(
+    case: Case, sut: str | None = None, *, schedule_deadline: float | None = None
+) -> Outcome:
     """Replay a case against its SUT (or another one), as the machine ran it.
 
     Every iteration is checked; if all hold, the world is drained (invariant 12).
+    ``schedule_deadline`` replaces the engine's (a hung case replayed in a hurry).
     """
     spec = sut or case.sut
-    return outside.replay(case.config, case.actions, sut_module.load(spec), sut=spec)
+    factory = sut_module.load(spec)
+    if schedule_deadline is None:
+        return outside.replay(case.config, case.actions, factory, sut=spec)
+    return outside.replay(
+        case.config, case.actions, factory, sut=spec, schedule_deadline=schedule_deadline
+    )
 
 
 # ---- JSON ----

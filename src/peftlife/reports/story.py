@@ -27,7 +27,10 @@ UNCHECKED_WHEN_EMPTY = "in_flight_pin (14)"
 
 def length_label(case: Case) -> str:
     """How a report introduces its trace's length: shrunk, or as the search met it."""
-    return "shrunk to" if case.shrunk else "not shrunk (the run ended before its shrinker did):"
+    if case.shrunk:
+        return "shrunk to"
+    # The note says why (the scheduler took its process down); else the run ran out.
+    return "not shrunk:" if case.shrink_note else "not shrunk (the run ended before its shrinker did):"
 
 
 def world_lines(config: EngineConfig) -> list[str]:

@@ -1,7 +1,8 @@
 """``peftlife check``: search one scheduler for a counterexample, shrink it and report it.
 
 Exit codes: 0 every example held, or every finding is in the baseline; 1 a
-new counterexample; 2 bad input.
+new counterexample; 2 bad input; 130 Ctrl-C (a finding met before it, shrunk
+as far as the shrink had got, is written first).
 """
 
 from __future__ import annotations
@@ -32,11 +33,19 @@ from peftlife.doors.cli.common import (
     shrink_timeout_option,
     validate,
 )
-from peftlife.doors.cli.tell import for_ci, note_unchecked, tell_case, warn_unreached, written
+from peftlife.doors.cli.tell import (
+    for_ci,
+    note_unchecked,
+    tell_case,
+    trace_length,
+    warn_unreached,
+    written,
+)
 from peftlife.doors.progress import progress
 from peftlife.search import profiles
-from peftlife.search.failure import minimized
+from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
+from peftlife.search.shrink import HUNG_DEADLINE
 
 
 def add_parser(command: NewCommand) -> None:
@@ -98,12 +107,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 result = search(
                     args.sut, args.scenario, searching, seed=args.seed, progress=tick, shrink=False
                 )
+            interrupted = False
             if result.failure is not None:
-                smaller = minimized(
-                    result.failure, timeout=args.shrink_timeout, progress=tick.shrinking
-                )
+                try:
+                    smaller = minimized(
+                        result.failure, timeout=args.shrink_timeout, progress=tick.shrinking
+                    )
+                except ShrinkInterrupted as stop:  # written below, then exit 130
+                    smaller, interrupted = stop.failure, True
+                hung = result.failure.hung
                 result = attrs.evolve(result, failure=smaller)
-        found = _report_finding(args, console, result, known) if result.failure else None
+        found = None
+        if result.failure is not None:
+            found = _report_finding(args, console, result, known, hurry=interrupted and hung)
     finding, story, details = found or (None, "", "")
     if finding is None and not args.quiet:
         where = "every shipped scenario" if every else f"scenario {args.scenario}"
@@ -116,6 +132,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     runs = (ci_outputs.ScenarioRun.of(result, examples, finding),)
     summary = ci_outputs.RunSummary("check", args.profile, runs)
     ci_outputs.write(ci_outputs.for_check(summary, story, details), args)
+    if interrupted:
+        raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
     return EXIT_HELD if summary.ok else EXIT_FOUND
 
 
@@ -124,20 +142,27 @@ def _report_finding(
     console: Console,
     result: SearchResult,
     known: frozenset[baseline.Known],
+    *,
+    hurry: bool = False,
 ) -> tuple[ci_outputs.Finding, str, str]:
-    """Tell and write a finding; return it with its story and its Markdown."""
+    """Tell and write a finding; return it with its story and its Markdown.
+
+    ``hurry``: Ctrl-C stopped the shrink of a hang, whose replay for the report then
+    waits out the shrink's short deadline, not the engine's.
+    """
     assert result.failure is not None
     case = reports.Case.from_failure(
         result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
     )
-    outcome, paths = tell_case(case, args, console)
+    outcome = reports.replay(case, schedule_deadline=HUNG_DEADLINE) if hurry else None
+    outcome, paths = tell_case(case, args, console, outcome)
     invariant = result.failure.invariant
     trace = reports.trace_hash(case)
     is_known = baseline.Known(invariant, trace) in known
     what = "known finding (in the baseline)" if is_known else "counterexample"
     console.print(
-        f"{what} found after {result.examples_to_find} examples, shrunk to "
-        f"{len(case.actions)} actions{written(paths)}"
+        f"{what} found after {result.examples_to_find} examples, {trace_length(case)}"
+        f"{written(paths)}"
     )
     if args.seed is not None:
         console.print(f"seed {args.seed}: rerun with {rerun_command(args)}", soft_wrap=True)

@@ -12,6 +12,7 @@ from rich.console import Console
 from peftlife import reports
 from peftlife.doors import ci_outputs
 from peftlife.search.hunt import SearchResult
+from peftlife.world.words import count
 
 
 def tell_case(
@@ -55,6 +56,17 @@ def for_ci(
     finding = ci_outputs.Finding(invariant, reports.trace_hash(case), report, known)
     story = reports.terminal_text(case, outcome, width=100)
     return finding, story, reports.render_markdown(case, outcome)
+
+
+def trace_length(case: reports.Case) -> str:
+    """How long a told case is, and whether that is after a shrink (a case whose
+    scheduler took its process down is the example as the search met it)."""
+    actions = count(len(case.actions), "action")
+    if not case.shrunk:
+        return f"not shrunk ({actions} as the search met them)"
+    if case.shrink_note:
+        return f"shrunk to {actions} ({case.shrink_note})"
+    return f"shrunk to {actions}"
 
 
 def written(paths: dict[str, Path]) -> str:
