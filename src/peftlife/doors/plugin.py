@@ -27,6 +27,8 @@ the seed as properties in the JUnit XML (``--junitxml``), and its story ends
 with the command that reruns it (``--hypothesis-seed=N``). Hypothesis's own
 ``--hypothesis-seed``, ``--hypothesis-profile``, ``--hypothesis-verbosity``
 and ``--hypothesis-show-statistics`` apply to machines as to any Hypothesis test.
+Ctrl-C while a finding shrinks reports it shrunk so far (reports written), then
+stops the run as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import pytest
 
 from peftlife import reports, sut
 from peftlife.search import database, profiles, scenarios, session, shrink
-from peftlife.search.failure import LifecycleFailure, minimized
+from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, describe, session_search
 
 DEFAULT_REPORT_DIR = "peftlife-reports"
@@ -343,6 +345,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             session.using(attrs.evolve(options, on_search=peftlife_stats)),
         ):
             return (yield)
+    except ShrinkInterrupted as stop:  # the test fails with the case so far, then the run stops
+        _STOPPED.add(item.nodeid)
+        raise stop.failure from None
     finally:
         if lines:
             item.hypothesis_statistics = "\n".join(lines)  # type: ignore[attr-defined]
@@ -364,8 +369,13 @@ def pytest_runtest_makereport(
     failure = _lifecycle_failure(call)
     if failure is None:
         return rep
+    try:
+        smaller = minimized(failure)
+    except ShrinkInterrupted as stop:  # reported as shrunk so far; the run stops after it
+        smaller = stop.failure
+        _STOPPED.add(item.nodeid)
     case = reports.Case.from_failure(
-        minimized(failure), seed=failure.seed, profile=_profile_shown(item.config)
+        smaller, seed=failure.seed, profile=_profile_shown(item.config)
     )
     outcome = reports.replay(case)
     properties = [("peftlife_invariant", failure.invariant)]
@@ -390,6 +400,16 @@ def pytest_runtest_makereport(
         item.user_properties.append(prop)
         rep.user_properties.append(prop)
     return rep
+
+
+# Tests whose shrink Ctrl-C stopped: once each is reported, the run stops as Ctrl-C does.
+_STOPPED: set[str] = set()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    if nodeid in _STOPPED:
+        _STOPPED.discard(nodeid)
+        raise KeyboardInterrupt
 
 
 def _profile_asked(config: pytest.Config) -> str | None:

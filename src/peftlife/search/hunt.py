@@ -112,14 +112,17 @@ def search(
             result = _search(sut_spec, scenario, settings, seed, told, schedule_deadline, mixin)
         if result.failure is not None:
             result.failure.seed = seed
-        if shrink and result.failure is not None:
-            smaller = minimized(
-                result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
-            )
-            result = attrs.evolve(result, failure=smaller)
         return result
 
-    return outside.supervised_search(work, progress, died_result(sut_spec))
+    result = outside.supervised_search(work, progress, died_result(sut_spec))
+    # Shrunk here, in a supervised child of its own, so that Ctrl-C during the shrink
+    # keeps its smallest case so far (``ShrinkInterrupted``).
+    if shrink and result.failure is not None:
+        smaller = minimized(
+            result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
+        )
+        result = attrs.evolve(result, failure=smaller)
+    return result
 
 
 def died_result(sut_spec: str) -> Callable[[LifecycleFailure, int, float], SearchResult]:
