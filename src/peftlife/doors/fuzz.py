@@ -41,7 +41,7 @@ from rich.table import Table
 from peftlife import reports
 from peftlife.search import profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
-from peftlife.search.failure import LifecycleFailure, minimized
+from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import search
 
 # Examples per slice: large enough that a slice's set-up is noise. A stop is
@@ -152,6 +152,9 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
                     result.failure, timeout=plan.shrink_timeout, progress=_shrink_news(worker, out)
                 )
                 out.send(("finding", worker, Found.of(shrunk, seed, plan.profile)))
+        except ShrinkInterrupted as stop:  # Ctrl-C reached the shrink: its case so far
+            out.send(("finding", worker, Found.of(stop.failure, seed, plan.profile)))
+            break
         except KeyboardInterrupt:
             break
         except Exception:  # a harness bug: report it, and go on with the next slice

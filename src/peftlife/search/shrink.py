@@ -605,10 +605,10 @@ def minimize(
     ``hung`` says the search saw the scheduler miss its deadline: the
     confirming replay then already uses the short one. ``timeout`` caps the
     whole shrink in seconds (None or 0: no cap), and Ctrl-C ends it as a bound
-    does (``stopped`` is "interrupted"); ``progress`` is told after every replay. ``still_fails``, when given, says whether a case fails in
-    place of the checked replay on ``invariant`` (``peftlife diff`` shrinks a
-    divergence of two schedulers with it); the order, the passes and the bounds
-    are the same.
+    does (``stopped`` is "interrupted"); ``progress`` is told after every
+    replay. ``still_fails``, when given, says whether a case fails in place of
+    the checked replay on ``invariant`` (``peftlife diff`` shrinks a divergence
+    of two schedulers with it); the order, the passes and the bounds are the same.
     """
     start = time.monotonic()
     short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)

@@ -3,7 +3,9 @@
 Each commit's scheduler files are written to a scratch folder and tested: a
 saved case replayed (``--case``) or a bounded, derandomized search
 (``--scenario``). Exit codes: 0 the first bad commit is named; 1 skipped
-commits leave more than one candidate; 2 bad input.
+commits leave more than one candidate; 2 bad input; 130 Ctrl-C (once the first
+bad commit is named, its finding, shrunk as far as the shrink had got, is
+written first).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from peftlife.doors.cli.common import (
 from peftlife.doors.cli.common import settings as common_settings
 from peftlife.doors.cli.tell import tell_case
 from peftlife.search import bisect, outside, scenarios
-from peftlife.search.failure import minimized
+from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import hunt, search
 
 
@@ -173,15 +175,23 @@ def _bisect_verdict(
     spec = prober.spec(first.commit, kept["first bad"])
     failure = first.failure
     assert failure is not None
+    interrupted = False
     if case is not None:
         found = attrs.evolve(case, sut=spec)
     else:
         assert failure.found is not None
-        smaller = minimized(failure.found, timeout=args.shrink_timeout)
+        try:
+            smaller = minimized(failure.found, timeout=args.shrink_timeout)
+        except ShrinkInterrupted as stop:  # written below, then exit 130
+            smaller, interrupted = stop.failure, True
         # The seed every probe was searched with, so the report replays the search.
         found = reports.Case.from_failure(smaller, seed=_seed(args), profile=args.profile)
         found = attrs.evolve(found, sut=spec)
     _, paths = tell_case(found, args, console)
+    if interrupted:
+        if paths:
+            console.print("reports: " + ", ".join(str(p) for p in paths.values()), soft_wrap=True)
+        raise KeyboardInterrupt  # the one line and exit 130
     held = prober.replays_clean(last_good.commit, found)
     verdict = (
         "the case replays and every invariant holds"

@@ -1,7 +1,9 @@
 """``peftlife diff A B``: search for a trace on which two schedulers behave differently.
 
 The first divergence found is shrunk and reported side by side. Exit codes: 0
-no divergence within the budget; 1 a divergence (with its reports); 2 bad input.
+no divergence within the budget; 1 a divergence (with its reports); 2 bad input;
+130 Ctrl-C (a divergence met before it, shrunk as far as the shrink had got, is
+written first).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import attrs
 from rich.console import Console
 
 from peftlife import reports, sut
@@ -28,7 +31,7 @@ from peftlife.doors.cli.common import (
     shrink_timeout_option,
     validate,
 )
-from peftlife.doors.cli.tell import for_ci, tell_case, warn_unreached, written
+from peftlife.doors.cli.tell import for_ci, tell_case, trace_length, warn_unreached, written
 from peftlife.doors.progress import progress
 from peftlife.reports import diff as diff_reports
 from peftlife.search import diff
@@ -127,9 +130,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         diff_reports.render_terminal(dcase, outcome, console)
         console.print()
     paths = _write_diff(dcase, outcome, args, console)
+    interrupted = shrunk.shrink.stopped == "interrupted"
     console.print(
-        f"divergence found after {count(result.examples_to_find, 'example')}, shrunk to "
-        f"{count(len(case.actions), 'action')}{written(paths)}"
+        f"divergence found after {count(result.examples_to_find, 'example')}, "
+        f"{trace_length(case)}{written(paths)}"
     )
     if outcome.divergence is None:
         console.print(
@@ -156,6 +160,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         tuple(properties),
     )
     ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (jcase,)), args)
+    if interrupted:
+        raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
     return EXIT_FOUND
 
 
@@ -166,12 +172,11 @@ def _died(args: argparse.Namespace, console: Console, result: SearchResult) -> i
     learn whose it was, and told as ``check`` tells a finding.
     """
     assert result.failure is not None
-    run = result.failure.run
+    found = reports.Case.from_failure(
+        result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
+    )
     for spec in (args.a, args.b):
-        case = reports.Case(
-            spec, run.scenario, run.config, run.actions, args.seed, args.profile,
-            result.examples_to_find, shrunk=False,
-        )  # fmt: skip
+        case = attrs.evolve(found, sut=spec)
         outcome = reports.replay(case)
         if outcome.held:
             continue
