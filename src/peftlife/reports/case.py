@@ -278,15 +278,19 @@ def trace_hash(case: Case) -> str:
 
 
 def replay(
-    case: Case, sut: str | None = None, *, schedule_deadline: float | None = None
+    case: Case,
+    sut: sut_module.Resolved | str | None = None,
+    *,
+    schedule_deadline: float | None = None,
 ) -> Outcome:
     """Replay a case against its SUT (or another one), as the machine ran it.
 
     Every iteration is checked; if all hold, the world is drained (invariant 12).
+    ``sut`` as the front door resolved it is used as it is; a string is loaded.
     ``schedule_deadline`` replaces the engine's (a hung case replayed in a hurry).
     """
-    spec = sut or case.sut
-    factory = sut_module.load(spec)
+    subject = sut_module.loaded(sut or case.sut)
+    spec, factory = subject.spec, subject.factory
     if schedule_deadline is None:
         return outside.replay(case.config, case.actions, factory, sut=spec)
     return outside.replay(

@@ -59,6 +59,8 @@ class Failure:
 
     invariant: str
     found: LifecycleFailure | None = attrs.field(default=None, eq=False)
+    # The commit's SUT as the probe resolved it: the finding's shrink builds with it.
+    resolved: sut.Resolved | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -196,7 +198,8 @@ def spec_for(prefix: str, folder: Path) -> str:
     return f"{prefix}@{folder}"
 
 
-Test = Callable[[str], Failure | None]
+# A commit's test, given its SUT resolved once by the probe.
+Test = Callable[[sut.Resolved], Failure | None]
 
 
 class Prober:
@@ -234,12 +237,12 @@ class Prober:
         if not written:
             return Probe(commit, "skip", f"it has no file under {', '.join(self.paths)}")
         try:
-            sut.wired(self.spec(commit))
+            resolved = sut.resolve(self.spec(commit))
         except sut.SUTError as err:
             # Said of the commit's own paths, not of the scratch folder they were written to.
             why = str(err).replace(f"{self.spec(commit)}: ", "").replace(f"{folder}/", "")
             return Probe(commit, "skip", why.replace(str(folder), "."))
-        failure = self.test(self.spec(commit))
+        failure = self.test(resolved)
         return Probe(commit, "good") if failure is None else Probe(commit, "bad", failure=failure)
 
     def keep(self, commit: Commit, where: Path) -> Path:

@@ -515,8 +515,8 @@ class DiffSearch:
 
 
 def find(
-    sut_a: str,
-    sut_b: str,
+    sut_a: str | sut.Resolved,
+    sut_b: str | sut.Resolved,
     scenario: str,
     settings: hypothesis.settings,
     *,
@@ -530,26 +530,28 @@ def find(
 
     One supervised child runs the search and reads what each side broke, which
     the machine's class gathers there (``peftlife.search.outside``); a side that
-    takes the process down is a ``scheduler_protocol`` failure instead.
+    takes the process down is a ``scheduler_protocol`` failure instead. Each SUT is
+    resolved here, once, unless it was already (``sut.Resolved``).
     """
-    died = died_result(sut_a)
+    a, b = sut.resolve(sut_a), sut.loaded(sut_b)
+    died = died_result(a.spec)
     return outside.supervised_search(
-        lambda told: _find(sut_a, sut_b, scenario, settings, ignore, seed, told),
+        lambda told: _find(a, b, scenario, settings, ignore, seed, told),
         progress,
         lambda failure, examples, seconds: DiffSearch(died(failure, examples, seconds), {}),
     )
 
 
 def _find(
-    sut_a: str,
-    sut_b: str,
+    sut_a: sut.Resolved,
+    sut_b: sut.Resolved,
     scenario: str,
     settings: hypothesis.settings,
     ignore: Collection[str],
     seed: int | None,
     progress: Callable[[int, int], None] | None,
 ) -> DiffSearch:
-    mixin = paired_with(sut.load(sut_b), ignore)
+    mixin = paired_with(sut_b.factory, ignore)
     if scenario == scenarios.ALL:
         result = hunt(sut_a, settings, seed=seed, progress=progress, mixin=mixin)
     else:
@@ -571,15 +573,19 @@ class Shrunk:
 
 def minimized(
     failure: LifecycleFailure,
-    sut_b: str,
+    sut_b: str | sut.Resolved,
     ignore: Collection[str] = (),
     *,
     timeout: float | None = shrink.DEFAULT_TIMEOUT,
     progress: Callable[[shrink.ShrinkProgress], None] | None = None,
+    sut_a: sut.Resolved | None = None,
 ) -> Shrunk:
-    """The shortest trace the shrinker finds on which A and B still diverge."""
+    """The shortest trace the shrinker finds on which A and B still diverge.
+
+    ``sut_a`` is A as the front door resolved it (else the finding's string is loaded).
+    """
     run = failure.run
-    a, b = sut.load(run.sut), sut.load(sut_b)
+    a, b = sut.loaded(sut_a or run.sut).factory, sut.loaded(sut_b).factory
 
     def still_diverges(config: EngineConfig, actions: tuple[Action, ...]) -> bool:
         try:

@@ -161,7 +161,7 @@ def fingerprint(engine: Engine) -> Hashable:
 
 
 def explore(
-    sut_spec: str,
+    sut_spec: str | sut.Resolved,
     scenario: str,
     *,
     depth: int,
@@ -185,6 +185,8 @@ def explore(
     """
     s = scenarios.load(scenario)
     world = config if config is not None else scenarios.smallest_world(s)
+    subject = sut.loaded(sut_spec)  # here, once: the supervised child inherits it
+    sut_spec = subject.spec
 
     def dead(failure: LifecycleFailure, examples: int, seconds: float) -> Exploration:
         reached = len(failure.run.actions)
@@ -193,7 +195,7 @@ def explore(
     # The child counts its states as examples; the parent tells ``progress`` of them.
     told = None if progress is None else (lambda states, _iterations: progress(states))
     result = outside.supervised_search(
-        lambda tick: _explore(sut_spec, s, world, depth, alphabet, max_states, tick), told, dead
+        lambda tick: _explore(subject, s, world, depth, alphabet, max_states, tick), told, dead
     )
     if progress is not None:  # the parent reads the child's count at intervals: the last one
         progress(result.states)
@@ -201,7 +203,7 @@ def explore(
 
 
 def _explore(
-    sut_spec: str,
+    subject: sut.Resolved,
     s: Scenario,
     world: EngineConfig,
     depth: int,
@@ -209,7 +211,7 @@ def _explore(
     max_states: int,
     progress: Callable[[int, int], None] | None,
 ) -> Exploration:
-    factory = sut.load(sut_spec)
+    sut_spec, factory = subject.spec, subject.factory
     letters = alphabet if alphabet is not None else Alphabet.of(s, world)
     outside.trying(sut_spec, s.name, world, ())
     root = Engine(world, factory)

@@ -85,11 +85,13 @@ def minimized(
     *,
     timeout: float | None = shrink.DEFAULT_TIMEOUT,
     progress: Callable[[shrink.ShrinkProgress], None] | None = None,
+    subject: sut.Resolved | None = None,
 ) -> LifecycleFailure:
     """The same finding on the smallest world and action list the shrinker finds.
 
     ``timeout`` caps the shrink (None or 0: no cap); ``progress`` is told as it goes.
-    Ctrl-C raises ``ShrinkInterrupted`` with the smallest case so far.
+    Ctrl-C raises ``ShrinkInterrupted`` with the smallest case so far. ``subject``
+    is the finding's SUT as the front door resolved it (else its string is loaded).
     """
     if failure.shrunk or failure.died:
         return failure
@@ -98,7 +100,7 @@ def minimized(
     told = None if progress is None else _told(progress)
     try:
         smaller = supervisor.supervised(
-            lambda tell: _minimized(failure, schedule_deadline, timeout, tell),
+            lambda tell: _minimized(failure, schedule_deadline, timeout, tell, subject),
             told,
             interruptible=True,
         )
@@ -123,10 +125,11 @@ def _minimized(
     schedule_deadline: float | None,
     timeout: float | None,
     tell: Callable[[int, int], None] | None,
+    subject: sut.Resolved | None,
 ) -> LifecycleFailure:
     progress = None if tell is None else (lambda p: tell(p.replays, p.best_actions))
     run = failure.run
-    factory = sut.load(run.sut)
+    factory = sut.loaded(subject or run.sut).factory
     shrunk = shrink.minimize(
         run.config,
         run.actions,

@@ -25,6 +25,7 @@ import hypothesis
 from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
+from peftlife import sut
 from peftlife.search import compat, observe, outside, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, minimized
 from peftlife.search.machine import (
@@ -82,7 +83,7 @@ class SearchResult:
 
 
 def search(
-    sut_spec: str,
+    sut_spec: str | sut.Resolved,
     scenario: str,
     settings: hypothesis.settings,
     *,
@@ -105,21 +106,27 @@ def search(
     class put before the machine in its bases, changes what an example does with
     its actions (``peftlife.search.diff`` runs them on two schedulers).
     Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
+    The SUT is resolved here, once, unless it was already (``sut.Resolved``).
     """
+    subject = sut.resolve(sut_spec)
 
     def work(told: Callable[[int, int], None] | None) -> SearchResult:
         with compat.stable_constants(), compat.digests_once():
-            result = _search(sut_spec, scenario, settings, seed, told, schedule_deadline, mixin)
+            result = _search(subject, scenario, settings, seed, told, schedule_deadline, mixin)
         if result.failure is not None:
             result.failure.seed = seed
         return result
 
-    result = outside.supervised_search(work, progress, died_result(sut_spec))
+    result = outside.supervised_search(work, progress, died_result(subject.spec))
     # Shrunk here, in a supervised child of its own, so that Ctrl-C during the shrink
     # keeps its smallest case so far (``ShrinkInterrupted``).
     if shrink and result.failure is not None:
         smaller = minimized(
-            result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
+            result.failure,
+            schedule_deadline,
+            timeout=shrink_timeout,
+            progress=shrink_progress,
+            subject=subject,
         )
         result = attrs.evolve(result, failure=smaller)
     return result
@@ -136,7 +143,7 @@ def died_result(sut_spec: str) -> Callable[[LifecycleFailure, int, float], Searc
 
 
 def _search(
-    sut_spec: str,
+    subject: sut.Resolved,
     scenario: str,
     settings: hypothesis.settings,
     seed: int | None,
@@ -144,7 +151,7 @@ def _search(
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     mixin: type | None = None,
 ) -> SearchResult:
-    base = machine_class(sut_spec, scenario)
+    base = machine_class(subject, scenario)
     # A fresh subclass per search: its own tally, its own seed.
     stats = SearchStats()
     machine: Any = type(
@@ -168,7 +175,7 @@ def _search(
     failure = None
     start = time.perf_counter()
     try:
-        with observe.recording(observe.path_from_env(), sut_spec, scenario):
+        with observe.recording(observe.path_from_env(), subject.spec, scenario):
             run_state_machine_as_test(machine, settings=run_settings)
     except LifecycleFailure as found:
         failure = found
@@ -179,7 +186,7 @@ def _search(
     # The first finding wins: Hypothesis may have dropped it (its example was already
     # aborted when the drain found it) or report another after it.
     return SearchResult(
-        sut_spec,
+        subject.spec,
         scenario,
         stats.first_failure or failure,
         stats.examples,
@@ -200,7 +207,7 @@ FIRST_SLICE = 3
 
 
 def hunt(
-    sut_spec: str,
+    sut_spec: str | sut.Resolved,
     settings: hypothesis.settings,
     *,
     scenario_names: Sequence[str] | None = None,
@@ -228,15 +235,16 @@ def hunt(
     False
     """
     names = by_pressure(scenario_names or scenarios.shipped_names())
+    subject = sut.resolve(sut_spec)  # once, for every scenario's machine
     return outside.supervised_search(
-        lambda told: _hunt(sut_spec, settings, names, seed, told, mixin),
+        lambda told: _hunt(subject, settings, names, seed, told, mixin),
         progress,
-        died_result(sut_spec),
+        died_result(subject.spec),
     )
 
 
 def _hunt(
-    sut_spec: str,
+    subject: sut.Resolved,
     settings: hypothesis.settings,
     names: list[str],
     seed: int | None,
@@ -246,7 +254,7 @@ def _hunt(
     base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
     spent = dict.fromkeys(names, 0)
     coverage: Counter[str] = Counter()
-    done = SearchResult(sut_spec, ",".join(names), None, 0, 0, 0.0, coverage)
+    done = SearchResult(subject.spec, ",".join(names), None, 0, 0, 0.0, coverage)
     start = time.perf_counter()
 
     def tick(slice_examples: int, slice_iterations: int) -> None:
@@ -256,11 +264,11 @@ def _hunt(
     def run(name: str, part: hypothesis.settings, seed_of: int | None) -> SearchResult:
         """One slice, added to what ran before it."""
         nonlocal done
-        result = _search(sut_spec, name, part, seed_of, tick, mixin=mixin)
+        result = _search(subject, name, part, seed_of, tick, mixin=mixin)
         coverage.update(result.coverage)
         spent[name] += result.examples
         done = SearchResult(
-            sut_spec,
+            subject.spec,
             name if result.failure else done.scenario,
             result.failure,
             done.examples + result.examples,
@@ -346,7 +354,8 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
         def runTest(self) -> None:
             options = session.current()
             result = session_search(
-                options.sut or machine.sut_spec,
+                # The machine's SUT as its class resolved it, unless the session retargets it.
+                options.sut or sut.Resolved(machine.sut_spec, machine.factory),
                 options.scenario or machine.scenario_spec,
                 self.settings,
             )
@@ -361,7 +370,7 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
 
 
 def session_search(
-    sut_spec: str,
+    sut_spec: str | sut.Resolved,
     scenario: str,
     settings: hypothesis.settings | None = None,
     *,

@@ -287,16 +287,20 @@ class LifecycleMachine(RuleBasedStateMachine):
 
 
 @cache
-def machine_class(sut_spec: str = "reference", scenario: str = "default") -> type[Any]:
+def machine_class(
+    sut_spec: str | sut.Resolved = "reference", scenario: str = "default"
+) -> type[Any]:
     """The state machine class for one SUT and one scenario.
 
     ``peftlife.search.hunt`` runs it; ``lifecycle_machine`` there gives it a ``TestCase``.
+    A SUT resolved at the front door (``sut.Resolved``) is used as it is.
 
     >>> machine_class("mutant:draft_not_suspended", "draft-pool").__name__
     'Lifecycle[mutant:draft_not_suspended @ draft-pool]'
     """
     # A miswired SUT is refused here, before any example, at every door.
-    factory = sut.wired(sut_spec)
+    resolved = sut.resolve(sut_spec)
+    sut_spec, factory = resolved.spec, resolved.factory
     s = scenarios.load(scenario)
 
     # What one submit draws: adapter index, weights sent, prompt and output lengths.

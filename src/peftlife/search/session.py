@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from peftlife import sut as sut_module
 from peftlife.search.shrink import DEFAULT_TIMEOUT, ShrinkProgress
 
 
@@ -23,7 +24,8 @@ from peftlife.search.shrink import DEFAULT_TIMEOUT, ShrinkProgress
 class Options:
     """Overrides for every machine run in this session; None keeps the machine's own."""
 
-    sut: str | None = None
+    # A SUT string, or as the front door resolved it once for the session.
+    sut: str | sut_module.Resolved | None = None
     scenario: str | None = None
     profile: str | None = None
     # An example database (Hypothesis's), opened once for the session.

@@ -2,11 +2,22 @@
 
 ``load(spec)`` resolves the SUT string every front door takes, and ``wired(spec)``
 also builds its factory once in a small world to refuse a miswired SUT before
-any search. The protocol a scheduler implements lives with the world, in
-``peftlife.world.protocol``.
+any search; ``resolve(spec)`` does both once per command, into a ``Resolved``
+value the layers below take instead of the string. The protocol a scheduler
+implements lives with the world, in ``peftlife.world.protocol``.
 """
 
 from peftlife.sut.loader import FORMS, SUTError, load
+from peftlife.sut.resolved import Resolved, loaded, resolve
 from peftlife.sut.wiring import WiringError, wired
 
-__all__ = ["FORMS", "SUTError", "WiringError", "load", "wired"]
+__all__ = [
+    "FORMS",
+    "Resolved",
+    "SUTError",
+    "WiringError",
+    "load",
+    "loaded",
+    "resolve",
+    "wired",
+]
