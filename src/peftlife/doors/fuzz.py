@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from peftlife import reports
+from peftlife import reports, sut
 from peftlife.search import profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
 from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
@@ -119,6 +119,8 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
     budget = plan.worker_budget(worker)
     examples, k, replayed = 0, first_slice, set[str]()
     base = profiles.get(plan.profile)
+    # The SUT, resolved once by this worker (a process of its own) for all its slices.
+    subject: sut.Resolved | None = None
     while not stop.is_set():
         if budget is not None and examples >= budget:
             break
@@ -141,19 +143,24 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
             out.send(("examples", worker, done_before + n))
 
         try:
-            result = search(plan.sut, scenario, settings, seed=seed, progress=tick, shrink=False)
+            subject = subject or sut.resolve(plan.sut)
+            result = search(subject, scenario, settings, seed=seed, progress=tick, shrink=False)
             examples += result.examples
             out.send(("examples", worker, examples))
             if result.failure is not None:
                 # Sent before shrinking, which may outlast the campaign: the campaign
                 # then writes this one, unshrunk, rather than nothing.
-                out.send(("finding", worker, Found.of(result.failure, seed, plan.profile)))
+                out.send(("finding", worker, Found.of(result.failure, seed, plan.profile, subject)))
                 shrunk = minimized(
-                    result.failure, timeout=plan.shrink_timeout, progress=_shrink_news(worker, out)
+                    result.failure,
+                    timeout=plan.shrink_timeout,
+                    progress=_shrink_news(worker, out),
+                    subject=subject,
                 )
-                out.send(("finding", worker, Found.of(shrunk, seed, plan.profile)))
+                out.send(("finding", worker, Found.of(shrunk, seed, plan.profile, subject)))
         except ShrinkInterrupted as stop:  # Ctrl-C reached the shrink: its case so far
-            out.send(("finding", worker, Found.of(stop.failure, seed, plan.profile)))
+            found = Found.of(stop.failure, seed, plan.profile, subject)
+            out.send(("finding", worker, found))
             break
         except KeyboardInterrupt:
             break
@@ -191,9 +198,15 @@ class Found:
     outcome: reports.Outcome
 
     @classmethod
-    def of(cls, failure: LifecycleFailure, seed: int, profile: str) -> Found:
+    def of(
+        cls,
+        failure: LifecycleFailure,
+        seed: int,
+        profile: str,
+        subject: sut.Resolved | None = None,
+    ) -> Found:
         case = reports.Case.from_failure(failure, seed=seed, profile=profile, shrunk=failure.shrunk)
-        return cls(case, reports.replay(case))
+        return cls(case, reports.replay(case, subject))
 
 
 def defect_key(outcome: reports.Outcome) -> tuple[str, tuple[str, ...]]:

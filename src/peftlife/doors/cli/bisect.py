@@ -108,15 +108,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
     paths = tuple(args.paths or (bisect.SCHEDULER_FILES,))
     seed = _seed(args)
 
-    def test(spec: str) -> bisect.Failure | None:
+    def test(subject: sut.Resolved) -> bisect.Failure | None:
         if case is not None:
-            outcome = outside.replay(case.config, case.actions, sut.load(spec), sut=spec)
-            return bisect.Failure(outcome.violations[0].invariant) if outcome.violations else None
+            outcome = outside.replay(case.config, case.actions, subject.factory, sut=subject.spec)
+            if not outcome.violations:
+                return None
+            return bisect.Failure(outcome.violations[0].invariant, None, subject)
         if args.scenario == ALL_SCENARIOS:
-            found = hunt(spec, settings, seed=seed).failure
+            found = hunt(subject, settings, seed=seed).failure
         else:
-            found = search(spec, args.scenario, settings, seed=seed, shrink=False).failure
-        return None if found is None else bisect.Failure(found.invariant, found)
+            found = search(subject, args.scenario, settings, seed=seed, shrink=False).failure
+        return None if found is None else bisect.Failure(found.invariant, found, subject)
 
     def say(probe: bisect.Probe) -> None:
         if not args.quiet:
@@ -181,13 +183,17 @@ def _bisect_verdict(
     else:
         assert failure.found is not None
         try:
-            smaller = minimized(failure.found, timeout=args.shrink_timeout)
+            smaller = minimized(
+                failure.found, timeout=args.shrink_timeout, subject=failure.resolved
+            )
         except ShrinkInterrupted as stop:  # written below, then exit 130
             smaller, interrupted = stop.failure, True
         # The seed every probe was searched with, so the report replays the search.
         found = reports.Case.from_failure(smaller, seed=_seed(args), profile=args.profile)
         found = attrs.evolve(found, sut=spec)
-    _, paths = tell_case(found, args, console)
+    # Replayed with the factory the probe loaded: the kept folder holds the same files.
+    same = None if failure.resolved is None else sut.Resolved(spec, failure.resolved.factory)
+    _, paths = tell_case(found, args, console, reports.replay(found, same))
     if interrupted:
         if paths:
             console.print("reports: " + ", ".join(str(p) for p in paths.values()), soft_wrap=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 from rich.console import Console
 
-from peftlife import reports
+from peftlife import reports, sut
 from peftlife.checker import invariants
 from peftlife.doors import baseline, ci_outputs
 from peftlife.doors.cli.common import (
@@ -87,7 +87,7 @@ def add_parser(command: NewCommand) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     every = args.scenario == ALL_SCENARIOS
-    validate(args.sut, "default" if every else args.scenario)
+    subject = validate(args.sut, "default" if every else args.scenario)
     report_dir = Path(args.report_dir)
     outputs_writable(args)
     try:
@@ -102,16 +102,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
         label = f"checking {args.sut} in {args.scenario}"
         with progress(console, label, examples, show=not args.quiet) as tick:
             if every:
-                result = hunt(args.sut, searching, seed=args.seed, progress=tick)
+                result = hunt(subject, searching, seed=args.seed, progress=tick)
             else:
                 result = search(
-                    args.sut, args.scenario, searching, seed=args.seed, progress=tick, shrink=False
+                    subject, args.scenario, searching, seed=args.seed, progress=tick, shrink=False
                 )
             interrupted = False
             if result.failure is not None:
                 try:
                     smaller = minimized(
-                        result.failure, timeout=args.shrink_timeout, progress=tick.shrinking
+                        result.failure,
+                        timeout=args.shrink_timeout,
+                        progress=tick.shrinking,
+                        subject=subject,
                     )
                 except ShrinkInterrupted as stop:  # written below, then exit 130
                     smaller, interrupted = stop.failure, True
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 result = attrs.evolve(result, failure=smaller)
         found = None
         if result.failure is not None:
-            found = _report_finding(args, console, result, known, hurry=interrupted and hung)
+            hurry = interrupted and hung
+            found = _report_finding(args, console, result, known, subject, hurry=hurry)
     finding, story, details = found or (None, "", "")
     if finding is None and not args.quiet:
         where = "every shipped scenario" if every else f"scenario {args.scenario}"
@@ -142,6 +146,7 @@ def _report_finding(
     console: Console,
     result: SearchResult,
     known: frozenset[baseline.Known],
+    subject: sut.Resolved,
     *,
     hurry: bool = False,
 ) -> tuple[ci_outputs.Finding, str, str]:
@@ -154,7 +159,8 @@ def _report_finding(
     case = reports.Case.from_failure(
         result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
     )
-    outcome = reports.replay(case, schedule_deadline=HUNG_DEADLINE) if hurry else None
+    deadline = HUNG_DEADLINE if hurry else None
+    outcome = reports.replay(case, subject, schedule_deadline=deadline)
     outcome, paths = tell_case(case, args, console, outcome)
     invariant = result.failure.invariant
     trace = reports.trace_hash(case)

@@ -83,14 +83,19 @@ def budget(settings: hypothesis.settings, every: bool) -> int:
     return settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
 
 
-def validate(sut_spec: str, scenario: str | None = None) -> None:
-    """The SUT imports and is wired (its factory builds a scheduler); the scenario reads."""
+def validate(sut_spec: str, scenario: str | None = None) -> sut.Resolved:
+    """The SUT imports and is wired (its factory builds a scheduler); the scenario reads.
+
+    The SUT comes back resolved: the command hands it down to its search, shrink,
+    replays and reports, so that it is loaded once (``sut.Resolved``).
+    """
     try:
-        sut.wired(sut_spec)
+        resolved = sut.resolve(sut_spec)
         if scenario is not None:
             scenarios.load(scenario)
     except (sut.SUTError, scenarios.ScenarioError) as err:
         raise BadInput(str(err)) from err
+    return resolved
 
 
 def writable(directory: str, option: str) -> None:

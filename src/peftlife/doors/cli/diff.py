@@ -73,8 +73,8 @@ def add_parser(command: NewCommand) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     every = args.scenario == ALL_SCENARIOS
-    validate(args.a, "default" if every else args.scenario)
-    validate(args.b)
+    sut_a = validate(args.a, "default" if every else args.scenario)
+    sut_b = validate(args.b)
     outputs_writable(args)
     report_dir = Path(args.report_dir)
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
@@ -82,19 +82,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
     label = f"diff {args.a} against {args.b} in {args.scenario}"
     with progress(console, label, budget(searching, every), show=not args.quiet) as tick:
         found = diff.find(
-            args.a, args.b, args.scenario, searching, ignore=ignore, seed=args.seed, progress=tick
+            sut_a, sut_b, args.scenario, searching, ignore=ignore, seed=args.seed, progress=tick
         )
         result = found.result
         shrunk = None
         if result.failure is not None and result.failure.died:
-            return _died(args, console, result)
+            return _died(args, console, result, (sut_a, sut_b))
         if result.failure is not None:
             shrunk = diff.minimized(
                 result.failure,
-                args.b,
+                sut_b,
                 ignore,
                 timeout=args.shrink_timeout,
                 progress=tick.shrinking,
+                sut_a=sut_a,
             )
     where = "every shipped scenario" if every else f"scenario {args.scenario}"
     if shrunk is None:
@@ -165,7 +166,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FOUND
 
 
-def _died(args: argparse.Namespace, console: Console, result: SearchResult) -> int:
+def _died(
+    args: argparse.Namespace,
+    console: Console,
+    result: SearchResult,
+    sides: tuple[sut.Resolved, sut.Resolved],
+) -> int:
     """A scheduler took the search's process down: that is its own finding, not a divergence.
 
     The trace is replayed on each side alone (under the outside watchdog) to
@@ -175,9 +181,10 @@ def _died(args: argparse.Namespace, console: Console, result: SearchResult) -> i
     found = reports.Case.from_failure(
         result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
     )
-    for spec in (args.a, args.b):
+    for side in sides:
+        spec = side.spec
         case = attrs.evolve(found, sut=spec)
-        outcome = reports.replay(case)
+        outcome = reports.replay(case, side)
         if outcome.held:
             continue
         outcome, paths = tell_case(case, args, console, outcome)

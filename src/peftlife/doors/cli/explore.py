@@ -63,7 +63,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             raise BadInput(str(err)) from err
         config, scenario = case.config, args.scenario or case.scenario
     scenario = scenario or "default"
-    validate(args.sut, scenario)
+    subject = validate(args.sut, scenario)
     outputs_writable(args)
     s = scenarios.load(scenario)
     world = config or scenarios.smallest_world(s)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     start = time.perf_counter()
     with progress(console, label, args.max_states, show=not args.quiet, unit="states") as tick:
         result = explore(
-            args.sut,
+            subject,
             scenario,
             depth=args.depth,
             config=world,
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         ci_outputs.write(ci_outputs.for_exploration(summary, "", ""), args)
         return EXIT_HELD
     case = reports.Case.from_failure(result.failure, profile="explore")
-    outcome, paths = tell_case(case, args, console)
+    outcome, paths = tell_case(case, args, console, reports.replay(case, subject))
     console.print(
         f"explored {result.states} states: a shortest counterexample has "
         f"{len(case.actions)} actions{written(paths)}"

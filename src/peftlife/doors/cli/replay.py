@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 from rich.console import Console
 
-from peftlife import reports
+from peftlife import reports, sut
 from peftlife.doors.cli.common import (
     EXIT_FOUND,
     EXIT_HELD,
@@ -39,16 +39,20 @@ def add_parser(command: NewCommand) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     cases = []
+    # Each SUT once, however many reports name it.
+    resolved: dict[str, sut.Resolved] = {}
     for path in args.reports:
         try:
             case = reports.load_json(Path(path))
         except reports.ReportError as err:
             raise BadInput(str(err)) from err
-        validate(args.sut or case.sut)
-        cases.append(attrs.evolve(case, sut=args.sut or case.sut))
+        spec = args.sut or case.sut
+        if spec not in resolved:
+            resolved[spec] = validate(spec)
+        cases.append(attrs.evolve(case, sut=spec))
     held = True
     for path, case in zip(args.reports, cases, strict=True):
-        outcome = reports.replay(case)
+        outcome = reports.replay(case, resolved[case.sut])
         held &= outcome.held
         if not args.quiet:
             if len(cases) > 1:
