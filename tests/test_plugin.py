@@ -297,6 +297,22 @@ def test_a_machine_naming_bad_input_is_a_usage_error_with_one_line(
     assert not any("Traceback" in line or "-v for the traceback" in line for line in output)
 
 
+def test_under_xdist_a_machine_naming_bad_input_is_still_exit_4(
+    pytester: pytest.Pytester,
+) -> None:
+    """A worker collects, so the one line is a collection error; the exit code stays 4."""
+    pytester.makepyfile(
+        test_mine="from peftlife import lifecycle_machine\n\n"
+        "TestMine = lifecycle_machine('nosuch.mod:X').TestCase\n",
+        test_ok="def test_ok():\n    pass\n",
+    )
+    result = pytester.runpytest_subprocess("-n", "1", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    output = [*result.stdout.lines, *result.stderr.lines]
+    assert any("peftlife: error: test_mine.py" in line for line in output), output
+    assert not any("Traceback" in line for line in output)
+
+
 FIXTURES_TEST = """
 def test_fixture_values(peftlife_sut, peftlife_scenario):
     assert peftlife_sut == {sut!r}

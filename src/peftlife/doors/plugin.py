@@ -87,9 +87,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # names work there too; adding them replaces no profile.
     profiles.register()
     # Bad input at the front door: a usage error, the command line's one line.
+    resolved = None
     try:
         if spec := _value(config, "peftlife_sut"):
-            sut.wired(spec)
+            resolved = sut.resolve(spec)  # once for the session, handed to every machine
         if scenario := _value(config, "peftlife_scenario"):
             scenarios.load(scenario)
         if profile := _value(config, "peftlife_profile"):
@@ -110,7 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"peftlife: error: {err}") from err
     session.begin(
         session.Options(
-            sut=_value(config, "peftlife_sut"),
+            sut=resolved,
             scenario=_value(config, "peftlife_scenario"),
             profile=_profile_asked(config),
             database=saved,
@@ -159,10 +160,28 @@ def pytest_make_collect_report(
         return rep
     error = _usage_error(collector.config, err, f"{collector.nodeid}: ")
     if hasattr(collector.config, "workerinput"):
-        # An xdist worker cannot stop the run: its collection error is the one line instead.
+        # An xdist worker cannot stop the run: its collection error is the one line
+        # instead, marked so that the controller ends the run with pytest's exit 4.
         rep.outcome, rep.longrepr = "failed", str(error)
+        setattr(rep, _USAGE_MARK, True)  # a report's attributes travel to the controller
         return rep
     raise error
+
+
+# The mark of a collection error that is a usage error, in a report an xdist worker sends.
+_USAGE_MARK = "peftlife_usage_error"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under pytest-xdist, a usage error met by a worker as it collected ends the
+    run with exit 4, as it does without xdist. The workers collect, so the error
+    reaches the controller as a collection error (the one line) only after the
+    other tests may have run; the exit code is what can still be made the same."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    errors = getattr(reporter, "stats", {}).get("error", [])
+    if any(getattr(rep, _USAGE_MARK, False) for rep in errors):
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def _unloadable_kept_case(module: pytest.Module) -> Exception | None:
@@ -377,7 +396,7 @@ def pytest_runtest_makereport(
     case = reports.Case.from_failure(
         smaller, seed=failure.seed, profile=_profile_shown(item.config)
     )
-    outcome = reports.replay(case)
+    outcome = reports.replay(case, _resolved(item, case.sut))
     properties = [("peftlife_invariant", failure.invariant)]
     story = reports.terminal_text(case, outcome, width=100)
     if failure.seed is not None:
@@ -410,6 +429,15 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
     if nodeid in _STOPPED:
         _STOPPED.discard(nodeid)
         raise KeyboardInterrupt
+
+
+def _resolved(item: pytest.Item, spec: str) -> sut.Resolved | None:
+    """The SUT ``spec`` as the session or the item's machine resolved it, if either did."""
+    machine = getattr(getattr(item, "cls", None), "lifecycle_machine", None)
+    known = [session.current().sut]
+    if machine is not None:
+        known.append(sut.Resolved(machine.sut_spec, machine.factory))
+    return next((k for k in known if isinstance(k, sut.Resolved) and k.spec == spec), None)
 
 
 def _profile_asked(config: pytest.Config) -> str | None:
