@@ -7,6 +7,7 @@ finding with exit 1, never a hang, a traceback or a silent exit.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -114,3 +115,85 @@ def test_ctrl_c_inside_a_native_hang_is_one_line_and_exit_130(tmp_path: Path) ->
     assert time.monotonic() - start < 3
     assert proc.returncode == 130, out + err
     assert err.strip() == "peftlife: interrupted", err
+
+
+# ---- Ctrl-C in the middle of a shrink: the case so far is written ----
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listed:
+            return {int(child) for child in listed.read().split()}
+    except OSError:
+        return set()
+
+
+def _interrupt_mid_shrink(args: list[str], cwd: Path) -> tuple[int, str, str, float]:
+    """Run ``args``, send SIGINT a second into its shrink, and return its exit code,
+    stdout, stderr and the seconds from the signal to the exit.
+
+    The shrink is the second child the command forks (the search is the first, under
+    the outside watchdog): seeing it is how the test knows the shrink has begun.
+    """
+    proc = subprocess.Popen(
+        args, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    seen: set[int] = set()
+    until = time.monotonic() + LIMIT_S
+    while len(seen) < 2 and proc.poll() is None and time.monotonic() < until:
+        seen |= _children(proc.pid)
+        time.sleep(0.02)
+    time.sleep(1)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out, err, time.monotonic() - start
+
+
+def _only_report(directory: Path) -> dict[str, object]:
+    (report,) = (p for p in directory.glob("*.json") if p.name != "summary.json")
+    data: dict[str, object] = json.loads(report.read_text("utf-8"))
+    return data
+
+
+def test_ctrl_c_mid_shrink_writes_the_case_so_far_and_exits_130(tmp_path: Path) -> None:
+    code, out, err, seconds = _interrupt_mid_shrink(
+        [sys.executable, "-m", "peftlife.doors.cli", "check", "-q", "--sut",
+         "bad_schedulers:SlowNoReleaseOnSuspend", "--seed", "1", "--shrink-timeout", "0",
+         "--report-dir", str(tmp_path / "reports")],
+        tmp_path,
+    )  # fmt: skip
+    assert code == 130, out + err
+    assert err.strip() == "peftlife: interrupted", err
+    assert seconds < 3, seconds
+    report = _only_report(tmp_path / "reports")
+    assert "interrupted" in str(report["shrink_note"]), report
+    assert "the shrink was interrupted" in out, out
+    replayed, _ = _run(
+        [sys.executable, "-m", "peftlife.doors.cli", "replay", "-q",
+         *map(str, (tmp_path / "reports").glob("bad_*.json"))],
+        tmp_path,
+    )  # fmt: skip
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+
+
+def test_ctrl_c_mid_shrink_at_the_pytest_door_reports_the_case_so_far(tmp_path: Path) -> None:
+    (tmp_path / "test_slow.py").write_text(
+        "from peftlife import lifecycle_machine\n"
+        "TestSlow = lifecycle_machine('bad_schedulers:SlowNoReleaseOnSuspend').TestCase\n"
+    )
+    code, out, err, seconds = _interrupt_mid_shrink(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         "--hypothesis-seed", "1", "--peftlife-shrink-timeout", "0",
+         "--peftlife-report-dir", str(tmp_path / "reports"), "test_slow.py"],
+        tmp_path,
+    )  # fmt: skip
+    # pytest's own exit code for an interrupted run; the test failed with its story.
+    assert code == 2, out + err
+    assert "KeyboardInterrupt" in out and "1 failed" in out, out
+    assert "Traceback" not in out + err, out + err
+    # The case's replay for its story (20 ms a pass) and pytest's summary come after.
+    assert seconds < 5, seconds
+    report = _only_report(tmp_path / "reports")
+    assert "interrupted" in str(report["shrink_note"]), report
