@@ -6,17 +6,19 @@ Each bad scheduler of ``tests/bad_schedulers.py`` (raises, returns garbage,
 hangs in Python, hangs in native code holding the GIL, ends its process,
 segfaults, allocates without bound) goes through ``check``, the pytest door
 (a ``lifecycle_machine`` test file), ``explore``, ``diff`` (against the
-reference), ``fuzz`` and ``replay`` (of the report ``check`` wrote), each as a
-user runs it: a process of its own in a fresh directory, with the scheduler's
+reference), ``bisect`` (a repository whose third commit of four brings the bad
+scheduler in), ``fuzz`` and ``replay`` (of the report ``check`` wrote), each as
+a user runs it: a process of its own in a fresh directory, with the scheduler's
 deadline set short (``PEFTLIFE_SCHEDULE_DEADLINE``) and the supervised
 child's memory capped (``PEFTLIFE_MEMORY_LIMIT_MB``). A watchdog ends a cell
 that outlives its bound. Each cell gives the exit code, the seconds to the
 verdict and what the report holds (its invariant and what was found).
 
-A cell is wrong if it hung, exited 0, or printed a traceback; the exit code
-is 1 when any cell is wrong. ``bisect`` and ``mutants`` are not columns:
-``mutants`` runs only the shipped reference and mutants, and ``bisect`` takes
-schedulers from the commits of a repository (``--sut-prefix``), not a module.
+A cell is wrong if it hung, printed a traceback, or did not give its door's
+verdict on a finding: exit 1 everywhere but ``bisect``, whose verdict on a
+named first bad commit is exit 0, and which must name the commit that brought
+the bad scheduler in. The exit code is 1 when any cell is wrong. ``mutants``
+is not a column: it runs only the shipped reference and mutants.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ KINDS = (
     "Segfaults",
     "AllocatesWithoutBound",
 )
-DOORS = ("check", "pytest", "explore", "diff", "fuzz", "replay")
+DOORS = ("check", "pytest", "explore", "diff", "bisect", "fuzz", "replay")
 HEADING = "## Robustness: bad schedulers at every door"
 # Wall seconds past the deadline a cell may take before it counts as a hang.
 WATCHDOG_S = 120.0
@@ -62,9 +64,13 @@ class Cell:
     report: str
     # The cell's own directory (a replay reads the check cell's report there).
     where: Path | None = None
+    # Whether the door gave its verdict on a finding (bisect: named the right commit).
+    verdict: bool = True
 
     @property
     def ok(self) -> bool:
+        if self.door == "bisect":
+            return self.code == 0 and self.verdict and not self.traceback
         return self.code not in (None, 0) and not self.traceback
 
     def text(self) -> str:
@@ -94,10 +100,52 @@ def _command(kind: str, door: str, where: Path, quick: bool) -> list[str]:
     if door == "diff":
         return [*cli, "diff", "reference", sut, "--max-examples", examples,
                 "--shrink-timeout", "10", *reports]  # fmt: skip
+    if door == "bisect":
+        repo = where / "repo"
+        good = bisect_repo(repo, kind)
+        return [*cli, "bisect", "--repo", str(repo), "--good", good, "--bad", "HEAD",
+                "--scenario", "default", "--max-examples", examples, "--path", "ourscheduler.py",
+                "--sut-prefix", "ourscheduler:Scheduler", "--shrink-timeout", "10", *reports]  # fmt: skip
     if door == "fuzz":
         return [*cli, "fuzz", "-q", "--sut", sut, "--scenario", "default", "--workers", "1",
                 "--max-examples", examples, "--seed", "1", *reports]  # fmt: skip
     raise ValueError(door)
+
+
+# The scheduler file at each commit of a bisect cell's repository: the reference,
+# a harmless edit, the bad scheduler (the first bad commit), another harmless edit.
+_SCHED = "from peftlife.sut.reference import ReferenceScheduler as Scheduler\n"
+BAD_COMMIT = "Scheduler: the new pass"
+_COMMITS = (
+    ("Scheduler: the reference", _SCHED),
+    ("Scheduler: say where it comes from", "# The reference, for now.\n" + _SCHED),
+    (BAD_COMMIT, "# The new pass.\nfrom bad_schedulers import {kind} as Scheduler\n"),
+    (
+        "Scheduler: say what it is",
+        "# The new pass, in use.\nfrom bad_schedulers import {kind} as Scheduler\n",
+    ),
+)
+
+
+def bisect_repo(repo: Path, kind: str) -> str:
+    """A repository whose third of four commits brings ``kind`` in; its first commit."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com",
+           "GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@example.com"}  # fmt: skip
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    repo.mkdir(parents=True)
+    git("init", "--quiet")
+    for subject, text in _COMMITS:
+        (repo / "ourscheduler.py").write_text(text.format(kind=kind), "utf-8")
+        git("add", "ourscheduler.py")
+        git("commit", "--quiet", "-m", subject)
+    return git("rev-list", "--max-parents=0", "HEAD")
 
 
 def _report(where: Path) -> str:
@@ -143,8 +191,9 @@ def run_cell(kind: str, door: str, deadline: float, quick: bool, check_dir: Path
         return Cell(kind, door, None, seconds, False, "ended by the watchdog", where)
     seconds = time.monotonic() - start
     text = done.stdout + done.stderr
+    named = door != "bisect" or ("first bad commit: " in text and BAD_COMMIT in text)
     return Cell(
-        kind, door, done.returncode, seconds, "Traceback" in text, _report(report_of), where
+        kind, door, done.returncode, seconds, "Traceback" in text, _report(report_of), where, named
     )
 
 
