@@ -30,7 +30,9 @@ def length_label(case: Case) -> str:
     if case.shrunk:
         return "shrunk to"
     # The note says why (the scheduler took its process down); else the run ran out.
-    return "not shrunk:" if case.shrink_note else "not shrunk (the run ended before its shrinker did):"
+    if case.shrink_note:
+        return "not shrunk:"
+    return "not shrunk (the run ended before its shrinker did):"
 
 
 def world_lines(config: EngineConfig) -> list[str]:
