@@ -197,3 +197,21 @@ def test_ctrl_c_mid_shrink_at_the_pytest_door_reports_the_case_so_far(tmp_path: 
     assert seconds < 5, seconds
     report = _only_report(tmp_path / "reports")
     assert "interrupted" in str(report["shrink_note"]), report
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_stops_the_mutant_gate_at_once(jobs: str, tmp_path: Path) -> None:
+    # In one process (--jobs 1) the gate runs its searches itself: Ctrl-C is still Ctrl-C.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "peftlife.doors.cli", "mutants", "-q", "--profile", "ci",
+         "--jobs", jobs],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    time.sleep(4)  # imported, and the gate under way
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 3
+    assert proc.returncode == 130, out + err
+    assert err.strip() == "peftlife: interrupted", err

@@ -369,8 +369,13 @@ _NEWS_EVERY, _NEWS_SHOWN = 0.25, 1.0
 def _hear_news(tell: Callable[[str], None] | None) -> None:
     global _NEWS
     _NEWS = tell
-    # Ctrl-C is the gate's to handle: a worker that took it would print a traceback.
+
+
+def _worker(tell: Callable[[str], None]) -> None:
+    """A worker process of the gate hears news; Ctrl-C is the gate's to handle (a
+    worker that took it would print a traceback). In one process it stays Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _hear_news(tell)
 
 
 def _shrink_news(mutant: str) -> Callable[[ShrinkProgress], None] | None:
@@ -392,7 +397,7 @@ def _in_processes(
 ) -> list[GateRow]:
     """The rows of ``runs`` run on ``jobs`` processes; their shrink news reaches ``tell``."""
     heard_news: multiprocessing.Queue[str] = multiprocessing.Queue()
-    with ProcessPoolExecutor(jobs, initializer=_hear_news, initargs=(heard_news.put,)) as pool:
+    with ProcessPoolExecutor(jobs, initializer=_worker, initargs=(heard_news.put,)) as pool:
         futures = [pool.submit(_run, one) for one in runs]
         try:
             return _collect(futures, heard_news, done, tell)
