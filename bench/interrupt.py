@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -133,8 +134,8 @@ def line_seen(text: str, then: float = 1.0) -> Moment:
 
 
 def _written(where: Path) -> str:
-    found = sorted(p for p in where.rglob("*.json") if p.name not in ("summary.json",))
-    found = [p for p in found if "database" not in p.parts]
+    """What the command wrote in its report directory (``reports``)."""
+    found = sorted(p for p in (where / "reports").glob("*.json") if p.name != "summary.json")
     if not found:
         return "no report"
     data = json.loads(found[0].read_text("utf-8"))
@@ -151,11 +152,12 @@ def run(
         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     assert proc.stdout is not None
-    os.set_blocking(proc.stdout.fileno(), False)
+    stdout = proc.stdout.fileno()
     out = ""
     start = time.monotonic()
     while proc.poll() is None and time.monotonic() - start < REACH_S:
-        out += proc.stdout.read() or ""
+        if select.select([stdout], [], [], 0)[0]:
+            out += os.read(stdout, 1 << 16).decode("utf-8", "replace")
         if moment(proc, out, time.monotonic() - start):
             break
         time.sleep(0.02)
@@ -248,9 +250,10 @@ def hang_rows() -> list[Row]:
     made = sorted(p for p in (where / "made").glob("*.json") if p.name != "summary.json")
     args = [*CLI, "replay", str(made[0])] if made else [*CLI, "replay", "missing.json"]
     rows.append(run("replay", "native hang", args, where, after(3), env))
-    where = Path(tempfile.mkdtemp(prefix="peftlife-int-mutants-"))
-    args = [*CLI, "mutants", "-q", "--jobs", "1", "--profile", "ci"]
-    rows.append(run("mutants", "mid-gate", args, where, after(6), env))
+    for jobs in ("1", "2"):
+        where = Path(tempfile.mkdtemp(prefix="peftlife-int-mutants-"))
+        args = [*CLI, "mutants", "-q", "--jobs", jobs, "--profile", "ci"]
+        rows.append(run(f"mutants --jobs {jobs}", "mid-gate", args, where, after(6), env))
     return rows
 
 

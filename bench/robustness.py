@@ -104,8 +104,9 @@ def _command(kind: str, door: str, where: Path, quick: bool) -> list[str]:
         repo = where / "repo"
         good = bisect_repo(repo, kind)
         return [*cli, "bisect", "--repo", str(repo), "--good", good, "--bad", "HEAD",
-                "--scenario", "default", "--max-examples", examples, "--path", "ourscheduler.py",
-                "--sut-prefix", "ourscheduler:Scheduler", "--shrink-timeout", "10", *reports]  # fmt: skip
+                "--scenario", "default", "--max-examples", examples,
+                "--path", "ourscheduler.py", "--sut-prefix", "ourscheduler:Scheduler",
+                "--shrink-timeout", "10", *reports]  # fmt: skip
     if door == "fuzz":
         return [*cli, "fuzz", "-q", "--sut", sut, "--scenario", "default", "--workers", "1",
                 "--max-examples", examples, "--seed", "1", *reports]  # fmt: skip
