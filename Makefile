@@ -36,7 +36,8 @@ explore: setup
 # writes docs/benchmarks.md, then adds how fuzzing campaigns scale with workers,
 # then a soak of every mutant through check and fuzz under a watchdog (fails on a hang),
 # then every kind of bad scheduler through every door (bench/robustness.py: fails on a
-# hang, an exit 0 or a traceback).
+# hang, a traceback or a door's wrong verdict), then Ctrl-C at every door, inside a
+# native hang and mid-shrink (bench/interrupt.py: fails on a slow exit, a traceback or exit 0).
 # Then how many examples Hypothesis aborts and whether a hunt reports a finding
 # later than its first (bench/findings.py, printed only). Last, the detection
 # table: how often and how soon fresh dev runs find each mutant (bench/detection.py).
@@ -47,6 +48,7 @@ bench: setup
 	$(BIN)/python -m bench.fuzz --out docs/benchmarks.md
 	$(BIN)/python -m bench.soak --out docs/benchmarks.md $(BENCH_ARGS)
 	$(BIN)/python -m bench.robustness --out docs/benchmarks.md $(BENCH_ARGS)
+	$(BIN)/python -m bench.interrupt --out docs/benchmarks.md
 	$(BIN)/python bench/findings.py
 	$(BIN)/python -m bench.detection --out docs/benchmarks.md $(if $(BENCH_ARGS),--runs 20 --hunt-seeds 5)
 
