@@ -12,7 +12,7 @@ Ctrl-C (SIGINT to its whole process group) at two moments:
 - during a shrink: ``SlowNoReleaseOnSuspend``, a known defect whose passes take
   20 ms, stopped a second into the shrink of its finding (the moment is read
   off the command: its second supervised child, the end of its search, or the
-  line naming the first bad commit).
+  line naming the first bad commit, a campaign's heartbeat naming a shrink).
 
 Each row gives the exit code, the seconds from the signal to the exit, whether
 stderr is the one line ``peftlife: interrupted`` (pytest prints its own
@@ -276,6 +276,11 @@ def shrink_rows() -> list[Row]:
         if door == "pytest":
             _pytest_file(where, "SlowNoReleaseOnSuspend")
         rows.append(run(door, "mid-shrink", args, where, moment, env))
+    # fuzz: the heartbeat line names a worker's shrink (every few seconds)
+    where = Path(tempfile.mkdtemp(prefix="peftlife-int-fuzz-"))
+    args = [*CLI, "fuzz", "--sut", sut, "--scenario", "default", "--workers", "1", "--seed",
+            "1", *reports]  # fmt: skip
+    rows.append(run("fuzz", "mid-shrink", args, where, line_seen("shrinking:", 0.3), env))
     where = Path(tempfile.mkdtemp(prefix="peftlife-int-bisect-"))
     good = bisect_repo(where / "repo", "SlowNoReleaseOnSuspend")
     args = [*CLI, "bisect", "--repo", "repo", "--good", good, "--bad", "HEAD", "--scenario",

@@ -49,6 +49,8 @@ KINDS = (
 )
 DOORS = ("check", "pytest", "explore", "diff", "bisect", "fuzz", "replay")
 HEADING = "## Robustness: bad schedulers at every door"
+# Seconds a fuzz cell's campaign may run (its --duration).
+FUZZ_S = 40
 # Wall seconds past the deadline a cell may take before it counts as a hang.
 WATCHDOG_S = 120.0
 PARALLEL = 2
@@ -108,8 +110,11 @@ def _command(kind: str, door: str, where: Path, quick: bool) -> list[str]:
                 "--path", "ourscheduler.py", "--sut-prefix", "ourscheduler:Scheduler",
                 "--shrink-timeout", "10", *reports]  # fmt: skip
     if door == "fuzz":
+        # A campaign spends its whole budget, finding or not: one whose every example
+        # waits out a hang is held to a duration, as a campaign in CI is.
         return [*cli, "fuzz", "-q", "--sut", sut, "--scenario", "default", "--workers", "1",
-                "--max-examples", examples, "--seed", "1", *reports]  # fmt: skip
+                "--max-examples", examples, "--duration", str(FUZZ_S), "--seed", "1",
+                *reports]  # fmt: skip
     raise ValueError(door)
 
 
