@@ -30,6 +30,8 @@ BAD: dict[str, str | tuple[str, ...]] = {
     # Capped, it meets a MemoryError; on a loaded machine the deadline may come first.
     "AllocatesWithoutBound": ("MemoryError", "did not return within 1"),
 }
+# Those the outside watchdog turns into a finding: their process ends or is ended.
+TAKE_THE_PROCESS_DOWN = ("HangsInNativeCode", "EndsItsProcess", "Segfaults")
 # Deadline, margin and a replay: what the slowest verdict may take (a shrink of a
 # Python hang waits out several short deadlines).
 LIMIT_S = 60
@@ -71,6 +73,11 @@ def test_check_turns_every_bad_scheduler_into_a_finding(kind: str, tmp_path: Pat
     assert "scheduler_protocol" in out and _told(kind, out), out
     assert "Traceback" not in out, out
     assert seconds < LIMIT_S
+    # A scheduler that takes its process down is not shrunk, and the verdict says so.
+    if kind in TAKE_THE_PROCESS_DOWN:
+        assert "not shrunk (" in out and "shrunk to" not in out, out
+    elif kind != "AllocatesWithoutBound":  # capped: a MemoryError, or a hang in Python
+        assert "shrunk to" in out and "not shrunk" not in out, out
     (report,) = (p for p in (tmp_path / "reports").glob("*.json") if p.name != "summary.json")
     replayed, _ = _run(
         [sys.executable, "-m", "peftlife.doors.cli", "replay", str(report)], tmp_path
