@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from peftlife.checker.invariants import check
+from peftlife.checker.registry import check
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
@@ -45,7 +45,7 @@ def step(engine: Engine) -> Snapshot:
     snap = engine.step()
     assert snap.step is not None
     assert snap.step.errors == ()
-    assert check(snap) == []
+    assert check(snap, engine.config) == []
     return snap
 
 

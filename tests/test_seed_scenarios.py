@@ -30,7 +30,8 @@ import attrs
 import pytest
 
 from peftlife.checker.drain import DrainResult, can_drain, drain
-from peftlife.checker.invariants import Violation, check, ownership_follows_residency
+from peftlife.checker.invariants import Violation, ownership_follows_residency
+from peftlife.checker.registry import check
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
@@ -265,7 +266,7 @@ def run_scenario(scenario: Scenario, factory: SchedulerFactory) -> Observation:
             case Step():
                 snapshot = engine.step()
                 snapshots.append(snapshot)
-                violations.extend(check(snapshot))
+                violations.extend(check(snapshot, engine.config))
             case Cancel(label):
                 engine.cancel(ids[label])
             case RefuseResume(pool):
