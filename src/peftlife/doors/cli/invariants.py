@@ -31,11 +31,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
         print(sources_table(), end="")
         return EXIT_HELD
     table = Table(title="the invariants (--exclude-invariant NAME)", box=box.SIMPLE_HEAD)
+    table.add_column("#", overflow="fold")
     table.add_column("invariant", overflow="fold")
-    table.add_column("checked in", overflow="fold")
-    table.add_column("what it says", overflow="fold")
-    for invariant in REGISTRY:
-        table.add_row(invariant.label, invariant.scope.text.replace("`", ""), invariant.meaning)
+    table.add_column("checked in", overflow="fold", ratio=1)
+    table.add_column("what it says", overflow="fold", ratio=2)
+    for i in REGISTRY:
+        table.add_row(i.number, i.name, i.scope.text.replace("`", ""), i.meaning)
     console.print(table)
     return EXIT_HELD
 
