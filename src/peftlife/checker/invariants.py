@@ -19,7 +19,7 @@ import attrs
 
 from peftlife.world import output
 from peftlife.world.kv import Residency
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Call, Method
 from peftlife.world.request import LlmRequestState
 from peftlife.world.snapshot import AdapterView, OverlapStep, RequestView, Snapshot
 
@@ -225,6 +225,14 @@ def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
             )
 
 
+# KV calls that grow a cache (their result says whether it worked), and those that
+# leave it without this pass's allocation.
+_GROWS: frozenset[Method] = frozenset({"try_allocate_generation", "resize_context"})
+_UNDOES: frozenset[Method] = frozenset(
+    {"revert_allocate_generation", "suspend_request", "free_resources"}
+)
+
+
 @attrs.define
 class _KvTrack:
     """One request's KV as the scheduler's calls of one pass moved it."""
@@ -238,9 +246,9 @@ class _KvTrack:
         if pool == "target":
             self.active = call.facts.after is Residency.ACTIVE
             self.resumed |= call.facts.before is Residency.SUSPENDED and self.active
-        if call.method in ("try_allocate_generation", "resize_context"):
+        if call.method in _GROWS:
             self.allocated[pool] = bool(call.result)
-        elif call.method in ("revert_allocate_generation", "suspend_request", "free_resources"):
+        elif call.method in _UNDOES:
             self.allocated[pool] = False
 
 
@@ -470,7 +478,7 @@ def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
 _LEAVES_DEVICE = frozenset({Residency.SUSPENDED, Residency.NONE})
 # Calls that take pages from a cache and leave it ACTIVE: the executor's own undo of
 # a held batch's growth is its business, a scheduler's on a request on the device is not.
-_SHRINKS = frozenset({"revert_allocate_generation", "revert_allocate_context"})
+_SHRINKS: frozenset[Method] = frozenset({"revert_allocate_generation", "revert_allocate_context"})
 
 
 def _takes_from_device(call: Call, cache: str) -> str | None:
@@ -566,9 +574,11 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
 
 
 # KV calls that allocate, and PEFT calls that register or pin: none is idempotent.
-_NOT_IDEMPOTENT = frozenset(
+_NOT_IDEMPOTENT: frozenset[Method] = frozenset(
     {"prepare_context", "resize_context", "try_allocate_generation", "add_request_peft"}
 )
+# The executor's teardown calls: a free, or a release of the adapter.
+_TEARS_DOWN: frozenset[Method] = frozenset({"free_resources", "mark_request_done"})
 
 
 def nothing_after_teardown(s: Snapshot) -> Iterator[Violation]:
@@ -580,10 +590,7 @@ def nothing_after_teardown(s: Snapshot) -> Iterator[Violation]:
         rid = call.request_id
         if rid is None:
             continue
-        if call.caller in ("recompute_teardown", "free_resources") and call.method in (
-            "free_resources",
-            "mark_request_done",
-        ):
+        if call.caller in ("recompute_teardown", "free_resources") and call.method in _TEARS_DOWN:
             torn_down.setdefault(rid, call.caller)
             if not (call.method == "mark_request_done" and call.args.pause):
                 continue
