@@ -20,9 +20,9 @@ from peftlife.search.trace import Action, checked_replay
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import Residency
 from peftlife.world.protocol import Environment, SchedulerOutput
 from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import Snapshot
 from peftlife.world.watchdog import WATCHDOG, Watchdog
 

@@ -20,12 +20,13 @@ from peftlife.checker.invariants import Subject, Violation, expected_ownership
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
+from peftlife.world.kv import NO_CACHE, CacheView, PoolView
 from peftlife.world.ledger import Args, Call, Caller, Component, Facts
 from peftlife.world.output import runnable
 from peftlife.world.peft import CacheEntryView
 from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import LlmRequestState
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import (
     AdapterView,
     FieldWrite,

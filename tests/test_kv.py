@@ -11,9 +11,10 @@ import random
 
 import pytest
 
-from peftlife.world.kv import NO_CACHE, CacheView, KVCacheManager, Residency
+from peftlife.world.kv import NO_CACHE, CacheView, KVCacheManager
 from peftlife.world.ledger import Call, CallLedger, given
 from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.residency import Residency
 
 # ---- helpers ----
 

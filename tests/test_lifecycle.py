@@ -21,9 +21,9 @@ from peftlife.checker.registry import check
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import Residency
 from peftlife.world.ledger import Call
 from peftlife.world.request import LlmRequestState
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import AdapterView, Snapshot
 
 ACTIVE, SUSPENDED, NONE = Residency.ACTIVE, Residency.SUSPENDED, Residency.NONE

@@ -36,9 +36,10 @@ from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import KVCacheManager, Residency
+from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Args, Facts, given
 from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import Snapshot
 
 Pool = Literal["target", "draft"]

@@ -18,9 +18,9 @@ from contextvars import ContextVar
 import attrs
 
 from peftlife.world import output
-from peftlife.world.kv import Residency
 from peftlife.world.ledger import Call, Method
 from peftlife.world.request import LlmRequestState
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import AdapterView, OverlapStep, RequestView, Snapshot
 
 

@@ -11,7 +11,6 @@ that page conservation (invariant 10) is a real check on this code.
 
 from __future__ import annotations
 
-import enum
 import types
 from collections.abc import Mapping
 
@@ -19,14 +18,7 @@ import attrs
 
 from peftlife.world.ledger import CallLedger, Component, Facts, Fault, KvMethod
 from peftlife.world.request import Request
-
-
-class Residency(enum.Enum):
-    """Where a request's cache lives in one pool."""
-
-    NONE = "none"
-    ACTIVE = "active"
-    SUSPENDED = "suspended"
+from peftlife.world.residency import Residency
 
 
 @attrs.define(slots=True)

@@ -11,12 +11,11 @@ which a later snapshot can no longer see.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import attrs
 
-if TYPE_CHECKING:  # kv records into the ledger, so the ledger names its type only
-    from peftlife.world.kv import Residency
+from peftlife.world.residency import Residency
 
 # Who made a call: the scheduler's pass; the executor preparing the batch, tearing
 # down the pass's recompute-paused requests (recompute_teardown = "upstream"), or
