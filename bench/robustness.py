@@ -229,7 +229,11 @@ def section(cells: dict[tuple[str, str], Cell], kinds: tuple[str, ...], note: st
     for kind in kinds:
         lines.append(f"| {kind} | " + " | ".join(cells[kind, d].text() for d in DOORS) + " |")
     wrong = [c for c in cells.values() if not c.ok]
-    lines += ["", f"{len(cells)} cells, {len(wrong)} wrong (hung, exit 0 or a traceback)."]
+    lines += [
+        "",
+        f"{len(cells)} cells, {len(wrong)} wrong (hung, a traceback, or not the door's verdict: "
+        "exit 1, and for bisect exit 0 naming the commit that brought the bad scheduler in).",
+    ]
     return "\n".join(lines)
 
 
