@@ -118,9 +118,17 @@ class RunDone:
     source: Source = None
 
 
+@attrs.frozen
+class RunConcluded:
+    """The command is over: ``record`` is what it concluded (its verdict, its findings),
+    which every output that writes a file of the run writes from."""
+
+    record: object
+
+
 Event = (
     PhaseStarted | ExamplesRan | SliceStarted | ShrinkStep | NewsOver | Found | Warned
-    | HarnessError | RunDone
+    | HarnessError | RunDone | RunConcluded
 )  # fmt: skip
 Handler = Callable[[Event], None]
 

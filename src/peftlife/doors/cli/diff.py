@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import attrs
 from rich.console import Console
 
 from peftlife import reports, sut
@@ -29,9 +30,8 @@ from peftlife.doors.cli.common import (
     teller,
     validate,
 )
-from peftlife.doors.outputs import junit
 from peftlife.doors.outputs.progress import progress
-from peftlife.doors.outputs.records import Replay
+from peftlife.doors.outputs.records import DiffSummary, Replay
 from peftlife.doors.outputs.story import for_ci, warn_unreached, written
 from peftlife.reports import diff as diff_reports
 from peftlife.search import diff, events, profiles
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         result = found.result
         shrunk = None
         if result.failure is not None and result.failure.died:
-            return _died(args, console, result, replay)
+            return _died(args, console, result, replay, every)
         if result.failure is not None:
             shrunk = diff.minimized(
                 result.failure,
@@ -106,7 +106,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 progress=events.shrinking(emit),
             )
     where = "every shipped scenario" if every else f"scenario {args.scenario}"
-    pair = f"{args.a} vs {args.b}"
+    summary = DiffSummary(
+        args.a,
+        args.b,
+        result.scenario,
+        where,
+        args.profile,
+        result.examples,
+        result.seconds,
+        replay,
+    )
     if shrunk is None:
         if not args.quiet:
             console.print(
@@ -116,12 +125,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             warn_unreached(result, console)
             for line in found.broken_lines(args.a, args.b):
                 console.print(f"note: {line}")
-        markdown = (
-            f"### peftlife diff: `{args.a}` and `{args.b}` behave the same\n\n"
-            f"{result.examples} examples in {where} ({args.profile} profile)\n"
-        )
-        passed = junit.diff_case(result.scenario, pair, result.seconds, replay)
-        outputs.write(outputs.CiOutputs("diff", markdown, (passed,)), targets(args))
+        outputs.write(outputs.for_diff(summary), targets(args))
         return EXIT_HELD
     assert result.failure is not None
     case = reports.Case(
@@ -148,23 +152,22 @@ def run(args: argparse.Namespace, console: Console) -> int:
     files = {k: v.name for k, v in paths.items()}
     markdown = diff_reports.render_markdown(dcase, outcome, files)
     divergence = outcome.divergence
-    message = (
-        f"divergence at iteration {divergence.iteration}"
-        if divergence is not None
-        else "divergence"
+    summary = attrs.evolve(
+        summary,
+        failure="divergence"
+        if divergence is None
+        else f"divergence at iteration {divergence.iteration}",
+        trace=reports.trace_hash(case),
+        report=str(paths["json"]) if paths else None,
     )
-    properties = [("peftlife_trace", reports.trace_hash(case))]
-    if paths:
-        properties.append(("peftlife_report", str(paths["json"])))
     story = diff_reports.terminal_text(dcase, outcome, width=100)
-    jcase = junit.diff_case(
-        result.scenario, pair, result.seconds, replay, message, story, tuple(properties)
-    )
-    outputs.write(outputs.CiOutputs("diff", markdown, (jcase,)), targets(args))
+    outputs.write(outputs.for_diff(summary, story, markdown), targets(args))
     return EXIT_FOUND
 
 
-def _died(args: argparse.Namespace, console: Console, result: SearchResult, replay: Replay) -> int:
+def _died(
+    args: argparse.Namespace, console: Console, result: SearchResult, replay: Replay, every: bool
+) -> int:
     """A scheduler took the search's process down: that is its own finding, not a divergence.
 
     The trace is replayed on each side alone (under the outside watchdog) to
@@ -186,11 +189,18 @@ def _died(args: argparse.Namespace, console: Console, result: SearchResult, repl
             f"{count(result.examples_to_find, 'example')}{written(paths)}"
         )
         finding, story, details = for_ci(case, outcome, paths, outcome.violations[0].invariant)
-        pair = f"{args.a} vs {args.b}"
-        jcase = junit.diff_case(
-            result.scenario, pair, result.seconds, replay, finding.invariant, story
+        summary = DiffSummary(
+            args.a,
+            args.b,
+            result.scenario,
+            "every shipped scenario" if every else f"scenario {args.scenario}",
+            args.profile,
+            result.examples,
+            result.seconds,
+            replay,
+            failure=finding.invariant,
         )
-        outputs.write(outputs.CiOutputs("diff", details, (jcase,)), targets(args))
+        outputs.write(outputs.for_diff(summary, story, details), targets(args))
         return EXIT_FOUND
     raise RuntimeError(f"the search's process died, yet neither {args.a} nor {args.b} did so again")
 

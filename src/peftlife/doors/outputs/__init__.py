@@ -10,8 +10,8 @@ terminal (``story``). What a run did not check is asked of one place
 (``unchecked``).
 
 Where the files go is a ``Targets``, read from the command line once by the
-door; ``refuse_unwritable`` refuses bad ones before the search, ``write``
-writes a run's ``CiOutputs`` after it.
+door; ``refuse_unwritable`` refuses bad ones before the search. When the run
+concludes, ``write`` emits its ``CiOutputs`` to the handler of each file.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -29,10 +28,11 @@ from peftlife.doors.outputs import junit, step_summary, summary_json
 from peftlife.doors.outputs.records import (
     BisectSummary,
     CampaignSummary,
+    DiffSummary,
     ExplorationSummary,
     RunSummary,
 )
-from peftlife.search import gate
+from peftlife.search import events, gate
 
 
 class CiOutputError(Exception):
@@ -99,27 +99,56 @@ def refuse_unwritable(targets: Targets) -> None:
 
 
 def write(outputs: CiOutputs, targets: Targets) -> None:
-    """Write what CI reads of one run, where ``targets`` say.
+    """Write what CI reads of one run, where ``targets`` say: the run's conclusion,
+    emitted to each file's writer."""
+    events.Events(*writers(targets))(events.RunConcluded(outputs))
+
+
+def writers(targets: Targets) -> list[events.Handler]:
+    """The handlers that write a run's files when it concludes: summary.json (of a
+    command that has one), the step summary, the JUnit file."""
+    return [_SummaryJson(targets), _StepSummary(targets), _Junit(targets)]
+
+
+class _Writer:
+    """Writes one file of a run when it concludes.
 
     Called after the run: a file that cannot be written (``refuse_unwritable`` let it
     through, then it went away) costs a line on stderr, and the run's verdict stands;
     a found bug still exits 1.
     """
-    summary, junit_xml = outputs.summary, targets.junit_xml
-    writes: list[Callable[[], object]] = [
-        lambda: step_summary.append(outputs.markdown, targets.summary)
-    ]
-    if summary is not None:
-        path = targets.report_dir / "summary.json"
-        writes.insert(0, lambda: summary_json.write(summary, path))
-    if junit_xml:
-        suite = f"peftlife {outputs.command}"
-        writes.append(lambda: junit.write(Path(junit_xml), suite, outputs.cases))
-    for write_one in writes:
+
+    def __init__(self, targets: Targets) -> None:
+        self.targets = targets
+
+    def __call__(self, event: events.Event) -> None:
+        if not (isinstance(event, events.RunConcluded) and isinstance(event.record, CiOutputs)):
+            return
         try:
-            write_one()
+            self.write(event.record)
         except OSError as err:
             print(f"peftlife: could not write {err.filename} ({err.strerror})", file=sys.stderr)
+
+    def write(self, outputs: CiOutputs) -> None:
+        raise NotImplementedError
+
+
+class _SummaryJson(_Writer):
+    def write(self, outputs: CiOutputs) -> None:
+        if outputs.summary is not None:
+            summary_json.write(outputs.summary, self.targets.report_dir / "summary.json")
+
+
+class _StepSummary(_Writer):
+    def write(self, outputs: CiOutputs) -> None:
+        step_summary.append(outputs.markdown, self.targets.summary)
+
+
+class _Junit(_Writer):
+    def write(self, outputs: CiOutputs) -> None:
+        if self.targets.junit_xml:
+            suite = f"peftlife {outputs.command}"
+            junit.write(Path(self.targets.junit_xml), suite, outputs.cases)
 
 
 # ---- each command's outputs, from its one record ----
@@ -152,3 +181,9 @@ def for_bisection(summary: BisectSummary, story: str, details: str) -> CiOutputs
     """A bisection's outputs: a JUnit case per commit probed, the first bad one's story."""
     markdown = step_summary.bisection(summary, details)
     return CiOutputs("bisect", markdown, junit.bisect_cases(summary, story), summary)
+
+
+def for_diff(summary: DiffSummary, story: str = "", details: str = "") -> CiOutputs:
+    """A diff's outputs: one JUnit case, failed by a divergence; its report as the summary."""
+    markdown = step_summary.diff(summary, details)
+    return CiOutputs("diff", markdown, junit.diff_cases(summary, story))

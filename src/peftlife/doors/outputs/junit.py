@@ -18,6 +18,7 @@ from peftlife.doors.outputs.records import (
     BisectSummary,
     CampaignSummary,
     Defect,
+    DiffSummary,
     ExplorationSummary,
     Finding,
     Replay,
@@ -188,18 +189,23 @@ def exploration_cases(summary: ExplorationSummary, story: str) -> tuple[JunitCas
     return (JunitCase(summary.scenario, summary.sut, summary.seconds, failure, story, properties),)
 
 
-def diff_case(
-    scenario: str,
-    pair: str,
-    seconds: float,
-    replay: Replay,
-    failure: str | None = None,
-    story: str = "",
-    properties: Properties = (),
-) -> JunitCase:
-    """A diff's one case: two schedulers, failed by a divergence."""
-    return JunitCase(
-        scenario, pair, seconds, failure, story, properties + replay_properties(replay)
+def diff_cases(summary: DiffSummary, story: str) -> tuple[JunitCase, ...]:
+    """A diff's one case: the two schedulers, failed by a divergence (``story`` its text)."""
+    properties: Properties = ()
+    if summary.trace:
+        properties += (("peftlife_trace", summary.trace),)
+    if summary.report:
+        properties += (("peftlife_report", summary.report),)
+    properties += replay_properties(summary.replay)
+    return (
+        JunitCase(
+            summary.scenario,
+            summary.pair,
+            summary.seconds,
+            summary.failure,
+            story if summary.failure else "",
+            properties,
+        ),
     )
 
 

@@ -330,6 +330,31 @@ class BisectSummary:
         return f"first bad commit {self.first_bad[0][:12]}"
 
 
+@attrs.frozen
+class DiffSummary:
+    """A diff of two schedulers: the same within the budget, or where they diverged."""
+
+    a: str
+    b: str
+    # The scenario its one JUnit case is named after, and what was searched in words.
+    scenario: str
+    where: str
+    profile: str
+    examples: int
+    seconds: float
+    replay: Replay
+    # Why it failed ("divergence at iteration N", or the invariant of a scheduler that
+    # took the search's process down); None when the two behaved the same.
+    failure: str | None = None
+    # The divergence's trace hash and JSON report.
+    trace: str | None = None
+    report: str | None = None
+
+    @property
+    def pair(self) -> str:
+        return f"{self.a} vs {self.b}"
+
+
 def check_command(
     sut: str, scenario: str, profile: str, seed: int | None, max_examples: int | None = None
 ) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from peftlife.doors.outputs.records import (
     BisectSummary,
     CampaignSummary,
+    DiffSummary,
     ExplorationSummary,
     RunSummary,
 )
@@ -135,6 +136,16 @@ def exploration(s: ExplorationSummary, details: str = "") -> str:
     if not (details and s.finding):
         text += _bullets("note", s.notes)
     return text + _details(details)
+
+
+def diff(s: DiffSummary, details: str = "") -> str:
+    """Two schedulers that behaved the same, or the divergence's report (``details``)."""
+    if s.failure is not None:
+        return details
+    return (
+        f"### peftlife diff: `{s.a}` and `{s.b}` behave the same\n\n"
+        f"{s.examples} examples in {s.where} ({s.profile} profile)\n"
+    )
 
 
 def bisection(s: BisectSummary, details: str = "") -> str:
