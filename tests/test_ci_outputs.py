@@ -491,6 +491,12 @@ def test_while_a_finding_shrinks_the_heartbeat_and_the_bar_say_so() -> None:
         "checking x: 12/300 examples, 40 iterations, shrinking: 7 replays, best 3 actions,"
         in (stream.getvalue().splitlines()[-1])
     )
+    stream = io.StringIO()
+    with progress(console, "checking x", 300, show=True, heartbeat=0.02, stream=stream) as tick:
+        tick(events.ExamplesRan(12, 40))
+        tick(events.PhaseStarted("shrinking"))  # before its first step: said at once
+        time.sleep(0.2)
+    assert "12/300 examples, 40 iterations, shrinking, " in stream.getvalue().splitlines()[-1]
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=160, color_system=None)
     with progress(console, "checking x", 300, show=True) as tick:

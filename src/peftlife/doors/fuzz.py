@@ -149,6 +149,7 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
                 # Sent before shrinking, which may outlast the campaign: the campaign
                 # then writes this one, unshrunk, rather than nothing.
                 tell(Found.of(result.failure, seed, plan.profile).event(worker))
+                tell(events.PhaseStarted("shrinking", worker))
                 news = events.shrinking(tell, worker, SHRINK_NEWS_EVERY)
                 shrunk = minimized(result.failure, timeout=plan.shrink_timeout, progress=news)
                 tell(Found.of(shrunk, seed, plan.profile).event(worker))
@@ -374,12 +375,12 @@ class Campaign:
         worker = event.source
         assert isinstance(worker, int), event
         state = self.workers[worker]
-        if not isinstance(event, events.ShrinkStep):
+        if not isinstance(event, events.ShrinkStep | events.PhaseStarted):
             state.shrinking = None  # any other news: the shrink is over
         if isinstance(event, events.SliceStarted):
             self._settle(worker)  # the worker moved on without shrinking it (a harness error)
             state.slice, state.scenario, state.seed = event.index, event.scenario, event.seed
-        elif isinstance(event, events.ShrinkStep):
+        elif isinstance(event, events.ShrinkStep | events.PhaseStarted):
             state.shrinking = event.describe()
         elif isinstance(event, events.ExamplesRan):
             state.examples = event.done

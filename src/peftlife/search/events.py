@@ -27,11 +27,19 @@ Source = int | str | None
 
 @attrs.frozen
 class PhaseStarted:
-    """A search starts: what it is called, and the total its count runs to (None: unknown)."""
+    """The run moves on to another phase ("shrinking"): a display says so at once, before
+    the phase's first news (a slow scheduler's first replay may take a while)."""
 
-    label: str
-    total: int | None
-    unit: str = "examples"
+    phase: str
+    source: Source = None
+
+    def describe(self) -> str:
+        """The phase, after whose run it is if a mutant's.
+
+        >>> [PhaseStarted("shrinking", who).describe() for who in ("no_release", 0)]
+        ['no_release shrinking', 'shrinking']
+        """
+        return _after(self.source, self.phase)
 
 
 @attrs.frozen
@@ -71,6 +79,11 @@ class ShrinkStep:
         return (
             said if self.source is None or isinstance(self.source, int) else f"{self.source} {said}"
         )
+
+
+def _after(source: Source, said: str) -> str:
+    # A worker's number is shown in a column (or a "worker N" line) of its own.
+    return said if source is None or isinstance(source, int) else f"{source} {said}"
 
 
 @attrs.frozen

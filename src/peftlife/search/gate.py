@@ -288,6 +288,7 @@ class MutantRun:
             )
         steps = None
         if self.shrink:
+            emit(events.PhaseStarted("shrinking", self.mutant.name))
             news = events.shrinking(emit, self.mutant.name, SHRINK_NEWS_EVERY)
             smaller = minimized(found.failure, timeout=self.shrink_timeout, progress=news)
             steps = len(smaller.run.actions)

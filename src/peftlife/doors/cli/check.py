@@ -108,6 +108,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                     shrink=False,
                 )
             if result.failure is not None:
+                emit(events.PhaseStarted("shrinking"))
                 smaller = minimized(
                     result.failure, timeout=args.shrink_timeout, progress=events.shrinking(emit)
                 )

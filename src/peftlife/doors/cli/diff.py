@@ -98,6 +98,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if result.failure is not None and result.failure.died:
             return _died(args, console, result, replay, every)
         if result.failure is not None:
+            emit(events.PhaseStarted("shrinking"))
             shrunk = diff.minimized(
                 result.failure,
                 args.b,

@@ -41,7 +41,7 @@ class Display:
     def __call__(self, event: events.Event) -> None:
         if isinstance(event, events.ExamplesRan):
             self._counts = (event.done, event.iterations)
-        elif isinstance(event, events.ShrinkStep):
+        elif isinstance(event, events.PhaseStarted | events.ShrinkStep):
             self._phase = event.describe()
         elif isinstance(event, events.NewsOver):
             self._phase = None
