@@ -15,6 +15,7 @@ import attrs
 from rich.console import Console
 
 from peftlife import reports
+from peftlife.checker import registry
 from peftlife.doors import outputs
 from peftlife.doors.cli.common import (
     EXIT_FOUND,
@@ -32,7 +33,7 @@ from peftlife.doors.cli.common import (
 from peftlife.doors.outputs.progress import progress
 from peftlife.doors.outputs.records import ExplorationSummary
 from peftlife.doors.outputs.story import for_ci, written
-from peftlife.doors.outputs.unchecked import in_flight_note
+from peftlife.doors.outputs.unchecked import not_checked_note
 from peftlife.search import events, scenarios
 from peftlife.search.explore import MAX_STATES, Alphabet, explore
 
@@ -87,8 +88,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             progress=lambda states: emit(events.ExamplesRan(states)),
         )
     seconds = round(time.perf_counter() - start, 2)
-    unchecked = world.overlap and not world.in_flight_checked
-    notes = (in_flight_note([scenario]),) if unchecked else ()
+    notes = tuple(not_checked_note(i, [scenario]) for i in registry.not_checked(world))
     summary = ExplorationSummary(
         args.sut,
         scenario,

@@ -264,7 +264,7 @@ class ExplorationSummary:
     complete: bool
     seconds: float
     finding: Finding | None = None
-    # What it did not check (``in_flight_note``): its world tells the scheduler nothing in flight.
+    # What it did not check (``not_checked_note``), as its world leaves it unjudged.
     notes: tuple[str, ...] = ()
 
     @property
