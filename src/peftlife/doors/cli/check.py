@@ -15,7 +15,7 @@ from rich.console import Console
 
 from peftlife import reports, sut
 from peftlife.checker import invariants
-from peftlife.doors import baseline, ci_outputs
+from peftlife.doors import baseline, outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
     DATABASE_DEFAULT,
@@ -31,18 +31,20 @@ from peftlife.doors.cli.common import (
     outputs_writable,
     settings,
     shrink_timeout_option,
+    targets,
+    teller,
     validate,
 )
-from peftlife.doors.cli.tell import (
+from peftlife.doors.outputs.progress import progress
+from peftlife.doors.outputs.records import Finding, Replay, RunSummary, ScenarioRun, check_command
+from peftlife.doors.outputs.story import (
     for_ci,
     note_unchecked,
-    tell_case,
     trace_length,
     warn_unreached,
     written,
 )
-from peftlife.doors.progress import progress
-from peftlife.search import profiles
+from peftlife.search import events, profiles
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 from peftlife.search.shrink import HUNG_DEADLINE
@@ -72,7 +74,7 @@ def add_parser(command: NewCommand) -> None:
         help="known findings (a summary.json of an earlier run): they do not fail the run",
     )
     shrink_timeout_option(check)
-    ci_outputs.add_options(check)
+    outputs.add_options(check)
     common_options(
         check,
         "check",
@@ -100,20 +102,27 @@ def run(args: argparse.Namespace, console: Console) -> int:
     examples = budget(searching, every)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
-        with progress(console, label, examples, show=not args.quiet) as tick:
+        with progress(console, label, examples, show=not args.quiet) as emit:
+            counted = events.counting(emit)
             if every:
-                result = hunt(subject, searching, seed=args.seed, progress=tick)
+                result = hunt(subject, searching, seed=args.seed, progress=counted)
             else:
                 result = search(
-                    subject, args.scenario, searching, seed=args.seed, progress=tick, shrink=False
+                    subject,
+                    args.scenario,
+                    searching,
+                    seed=args.seed,
+                    progress=counted,
+                    shrink=False,
                 )
             interrupted = False
             if result.failure is not None:
+                emit(events.PhaseStarted("shrinking"))
                 try:
                     smaller = minimized(
                         result.failure,
                         timeout=args.shrink_timeout,
-                        progress=tick.shrinking,
+                        progress=events.shrinking(emit),
                         subject=subject,
                     )
                 except ShrinkInterrupted as stop:  # written below, then exit 130
@@ -133,9 +142,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
         warn_unreached(result, console)
         note_unchecked([result.scenario], console)
-    runs = (ci_outputs.ScenarioRun.of(result, examples, finding),)
-    summary = ci_outputs.RunSummary("check", args.profile, runs)
-    ci_outputs.write(ci_outputs.for_check(summary, story, details), args)
+    runs = (ScenarioRun.of(result, examples, finding),)
+    summary = RunSummary("check", args.profile, runs, Replay(args.seed, rerun_command(args)))
+    outputs.write(outputs.for_check(summary, story, details), targets(args))
     if interrupted:
         raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
     return EXIT_HELD if summary.ok else EXIT_FOUND
@@ -149,7 +158,7 @@ def _report_finding(
     subject: sut.Resolved,
     *,
     hurry: bool = False,
-) -> tuple[ci_outputs.Finding, str, str]:
+) -> tuple[Finding, str, str]:
     """Tell and write a finding; return it with its story and its Markdown.
 
     ``hurry``: Ctrl-C stopped the shrink of a hang, whose replay for the report then
@@ -161,7 +170,7 @@ def _report_finding(
     )
     deadline = HUNG_DEADLINE if hurry else None
     outcome = reports.replay(case, subject, schedule_deadline=deadline)
-    outcome, paths = tell_case(case, args, console, outcome)
+    outcome, paths = teller(args, console).case(case, outcome)
     invariant = result.failure.invariant
     trace = reports.trace_hash(case)
     is_known = baseline.Known(invariant, trace) in known
@@ -178,14 +187,10 @@ def _report_finding(
 
 
 def rerun_command(args: argparse.Namespace) -> str:
-    """The command that runs this search again, seed included.
+    """The command that runs this search again, seed included (none when derandomized).
 
     >>> rerun_command(argparse.Namespace(sut="reference", scenario="all", profile="peftlife-dev",
     ...     max_examples=None, seed=7))
     'peftlife check --sut reference --scenario all --profile peftlife-dev --seed 7'
     """
-    words = ["peftlife check", f"--sut {args.sut}", f"--scenario {args.scenario}"]
-    words.append(f"--profile {args.profile}")
-    if args.max_examples is not None:
-        words.append(f"--max-examples {args.max_examples}")
-    return " ".join([*words, f"--seed {args.seed}"])
+    return check_command(args.sut, args.scenario, args.profile, args.seed, args.max_examples)
