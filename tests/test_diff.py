@@ -24,7 +24,7 @@ import pytest
 
 from peftlife import ReferenceScheduler, reports
 from peftlife.doors import cli
-from peftlife.reports import diff as diff_reports
+from peftlife.reports import divergence as diff_reports
 from peftlife.search import diff, machine, profiles
 from peftlife.search.trace import Action
 from peftlife.sut.mutants import CATALOGUE

@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from peftlife.checker import invariants
-from peftlife.reports.case import Case, _plain, to_json, trace_hash
+from peftlife.reports.finding.case import Case, _plain, to_json, trace_hash
 from peftlife.search import scenarios, shrink
 from peftlife.search.trace import Action, apply, checked_replay
 from peftlife.sut import mutants

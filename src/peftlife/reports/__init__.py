@@ -7,7 +7,7 @@ standalone regression test (``regression``) and an HTML timeline (``html``);
 ``index.html`` (``write_index``) lists every finding and the mutant gate.
 """
 
-from peftlife.reports.case import (
+from peftlife.reports.finding.case import (
     SCHEMA_VERSION,
     Case,
     Entry,
@@ -18,10 +18,10 @@ from peftlife.reports.case import (
     to_json,
     trace_hash,
 )
-from peftlife.reports.files import report_folder, unwritable, write
-from peftlife.reports.html import render_html, render_index, write_index
-from peftlife.reports.markdown import render_markdown
-from peftlife.reports.regression import (
+from peftlife.reports.finding.files import report_folder, unwritable, write
+from peftlife.reports.finding.html import render_html, render_index, write_index
+from peftlife.reports.finding.markdown import render_markdown
+from peftlife.reports.finding.regression import (
     KEPT_TEST_PREFIX,
     CaseFailed,
     case_name,
@@ -30,8 +30,8 @@ from peftlife.reports.regression import (
     kept_test_name,
     render_regression_test,
 )
-from peftlife.reports.story import Step, story, violation_subjects, world_lines
-from peftlife.reports.terminal import print_report, render_terminal, terminal_text
+from peftlife.reports.finding.story import Step, story, violation_subjects, world_lines
+from peftlife.reports.finding.terminal import print_report, render_terminal, terminal_text
 
 __all__ = [
     "KEPT_TEST_PREFIX",

@@ -30,7 +30,7 @@ from peftlife.doors.cli.common import (
 )
 from peftlife.doors.cli.tell import for_ci, tell_case, warn_unreached, written
 from peftlife.doors.progress import progress
-from peftlife.reports import diff as diff_reports
+from peftlife.reports import divergence as diff_reports
 from peftlife.search import diff
 from peftlife.search.hunt import SearchResult
 from peftlife.world.words import count

@@ -26,10 +26,10 @@ from rich.text import Text
 
 from peftlife import sut as sut_module
 from peftlife.checker.invariants import Violation
-from peftlife.reports.case import SCHEMA_VERSION as CASE_VERSION
-from peftlife.reports.case import Case, ReportError, trace_hash
-from peftlife.reports.files import report_folder
-from peftlife.reports.story import world_lines
+from peftlife.reports.finding.case import SCHEMA_VERSION as CASE_VERSION
+from peftlife.reports.finding.case import Case, ReportError, trace_hash
+from peftlife.reports.finding.files import report_folder
+from peftlife.reports.finding.story import world_lines
 from peftlife.search import diff
 from peftlife.search.diff import Observation, Paired, PairOutcome, RequestRow
 from peftlife.world.fields import is_quiet

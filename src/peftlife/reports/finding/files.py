@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from peftlife.reports.case import Case, to_json
-from peftlife.reports.html import write_html
-from peftlife.reports.markdown import render_markdown
-from peftlife.reports.regression import KEPT_TEST_PREFIX, case_name, render_regression_test
+from peftlife.reports.finding.case import Case, to_json
+from peftlife.reports.finding.html import write_html
+from peftlife.reports.finding.markdown import render_markdown
+from peftlife.reports.finding.regression import KEPT_TEST_PREFIX, case_name, render_regression_test
 from peftlife.search.trace import Outcome
 
 # ---- the folder ----

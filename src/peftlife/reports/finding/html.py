@@ -28,8 +28,8 @@ from typing import Any
 import attrs
 
 from peftlife.checker.invariants import INVARIANTS, Violation
-from peftlife.reports.case import Case
-from peftlife.reports.story import (
+from peftlife.reports.finding.case import Case
+from peftlife.reports.finding.story import (
     adapter_fields,
     call_lines,
     length_label,
@@ -62,7 +62,7 @@ _WORDS = {
 
 
 def _asset(name: str) -> str:
-    return resources.files("peftlife.reports").joinpath("assets", name).read_text("utf-8")
+    return resources.files("peftlife.reports.finding").joinpath("assets", name).read_text("utf-8")
 
 
 def _e(value: object) -> str:
@@ -560,7 +560,7 @@ def _detail(column: _Column, outcome: Outcome) -> str:
 def render_html(case: Case, outcome: Outcome, files: dict[str, str] | None = None) -> str:
     """The finding's timeline as one self-contained HTML page.
 
-    >>> from peftlife.reports.case import replay
+    >>> from peftlife.reports.finding.case import replay
     >>> from peftlife.search.trace import Action
     >>> from peftlife.world.config import EngineConfig
     >>> case = Case("reference", "default", EngineConfig(),

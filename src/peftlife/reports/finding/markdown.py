@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from peftlife.reports.case import Case
-from peftlife.reports.story import (
+from peftlife.reports.finding.case import Case
+from peftlife.reports.finding.story import (
     Iteration,
     Row,
     length_label,

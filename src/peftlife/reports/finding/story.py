@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from peftlife.checker.invariants import Violation, owned
-from peftlife.reports.case import Case
+from peftlife.reports.finding.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.config import EngineConfig
 from peftlife.world.ledger import Call, Fault

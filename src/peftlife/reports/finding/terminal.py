@@ -9,8 +9,8 @@ from typing import IO
 from rich.console import Console
 from rich.text import Text
 
-from peftlife.reports.case import Case
-from peftlife.reports.story import (
+from peftlife.reports.finding.case import Case
+from peftlife.reports.finding.story import (
     Iteration,
     Row,
     story,
