@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from peftlife import reports
-from peftlife.reports.finding.story import UNCHECKED_WHEN_EMPTY
+from peftlife.reports.format import UNCHECKED_WHEN_EMPTY
 from peftlife.search import gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS, unreached
 from peftlife.world.words import count

@@ -18,7 +18,7 @@ from peftlife.reports.finding.case import (
     to_json,
     trace_hash,
 )
-from peftlife.reports.finding.files import report_folder, unwritable, write
+from peftlife.reports.finding.files import write
 from peftlife.reports.finding.html import render_html, render_index, write_index
 from peftlife.reports.finding.markdown import render_markdown
 from peftlife.reports.finding.regression import (
@@ -30,8 +30,10 @@ from peftlife.reports.finding.regression import (
     kept_test_name,
     render_regression_test,
 )
-from peftlife.reports.finding.story import Step, story, violation_subjects, world_lines
+from peftlife.reports.finding.story import Step, story, violation_subjects
 from peftlife.reports.finding.terminal import print_report, render_terminal, terminal_text
+from peftlife.reports.folder import report_folder, unwritable
+from peftlife.reports.format import world_lines
 
 __all__ = [
     "KEPT_TEST_PREFIX",

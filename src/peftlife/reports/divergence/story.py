@@ -28,8 +28,8 @@ from peftlife import sut as sut_module
 from peftlife.checker.invariants import Violation
 from peftlife.reports.finding.case import SCHEMA_VERSION as CASE_VERSION
 from peftlife.reports.finding.case import Case, ReportError, trace_hash
-from peftlife.reports.finding.files import report_folder
-from peftlife.reports.finding.story import world_lines
+from peftlife.reports.folder import report_folder
+from peftlife.reports.format import world_lines
 from peftlife.search import diff
 from peftlife.search.diff import Observation, Paired, PairOutcome, RequestRow
 from peftlife.world.fields import is_quiet

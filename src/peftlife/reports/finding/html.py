@@ -15,7 +15,6 @@ before it arrives and after it ends are one spanning cell each).
 from __future__ import annotations
 
 import enum
-import html
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -36,8 +35,9 @@ from peftlife.reports.finding.story import (
     output_line,
     request_fields,
     subject_rows,
-    world_lines,
 )
+from peftlife.reports.format import escape as _e
+from peftlife.reports.format import world_lines
 from peftlife.search import gate
 from peftlife.search.trace import Entry, Outcome
 from peftlife.world.ledger import Args, Call, Facts, given
@@ -63,10 +63,6 @@ _WORDS = {
 
 def _asset(name: str) -> str:
     return resources.files("peftlife.reports.finding").joinpath("assets", name).read_text("utf-8")
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def verdict_words(invariant: str) -> str:

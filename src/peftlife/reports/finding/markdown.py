@@ -8,8 +8,8 @@ from peftlife.reports.finding.story import (
     Row,
     length_label,
     story,
-    world_lines,
 )
+from peftlife.reports.format import world_lines
 from peftlife.search.trace import Outcome
 from peftlife.world.words import count
 

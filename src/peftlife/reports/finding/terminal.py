@@ -14,8 +14,8 @@ from peftlife.reports.finding.story import (
     Iteration,
     Row,
     story,
-    world_lines,
 )
+from peftlife.reports.format import world_lines
 from peftlife.search.trace import Outcome
 
 # ---- terminal ----
