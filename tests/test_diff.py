@@ -96,9 +96,9 @@ def run(*argv: str) -> tuple[int, str]:
 @pytest.mark.parametrize("mutant", [m.name for m in CATALOGUE])
 def test_the_reference_diverges_from_every_mutant(mutant: str) -> None:
     found = diff.find("reference", f"mutant:{mutant}", "all", CI)
-    assert found.result.failure is not None, mutant
-    assert isinstance(found.result.failure, diff.Diverged)
-    assert found.result.failure.paired.diverges
+    assert found.divergence is not None, mutant
+    assert found.result.failure is None  # a divergence is no broken invariant
+    assert found.divergence.paired.diverges
 
 
 def test_the_reference_does_not_diverge_from_a_copy_of_itself() -> None:
@@ -110,8 +110,8 @@ def test_the_reference_does_not_diverge_from_a_copy_of_itself() -> None:
 
 def test_a_second_harmless_release_diverges_in_calls_only() -> None:
     found = diff.find("reference", f"{HERE}:ReleasesTwice", "all", CI)
-    assert found.result.failure is not None
-    shrunk = diff.minimized(found.result.failure, f"{HERE}:ReleasesTwice")
+    assert found.divergence is not None
+    shrunk = diff.minimized(found.divergence, f"{HERE}:ReleasesTwice")
     divergence = shrunk.outcome.divergence
     assert divergence is not None
     assert set(divergence.cells) <= {"calls"} | {f"request {r} calls" for r in range(1, 9)}
@@ -128,15 +128,15 @@ def test_the_batch_order_counts() -> None:
     """Reversing the batch is a divergence: its order is the order the executor
     registers adapters in, which can make a registration fail."""
     found = diff.find("reference", f"{HERE}:Reversed", "all", CI)
-    assert found.result.failure is not None
-    cells = found.result.failure.paired.cells
+    assert found.divergence is not None
+    cells = found.divergence.paired.cells
     assert {"context", "generation"} & set(cells), cells
 
 
 def test_calls_in_another_order_diverge_unless_order_is_ignored() -> None:
     found = diff.find("reference", f"{HERE}:ReleaseFirst", "all", CI)
-    assert found.result.failure is not None
-    paired = found.result.failure.paired
+    assert found.divergence is not None
+    paired = found.divergence.paired
     assert "calls" in paired.cells
     assert paired.a is not None and paired.b is not None
     assert sorted(paired.a.call_texts) == sorted(paired.b.call_texts)
@@ -156,8 +156,8 @@ def test_paused_lists_compare_as_sets() -> None:
 
 def test_a_divergence_shrinks_and_replays_with_each_sides_invariants() -> None:
     found = diff.find("reference", MUTANT, OPT_IN, CI)
-    assert found.result.failure is not None
-    shrunk = diff.minimized(found.result.failure, MUTANT)
+    assert found.divergence is not None
+    shrunk = diff.minimized(found.divergence, MUTANT)
     # The invariant shrinker reaches 4 actions here; the divergence shrinker, which
     # must keep the calls diverging rather than one invariant failing, stops a few above.
     assert len(shrunk.actions) <= 10
@@ -205,7 +205,7 @@ def test_two_checkouts_diverge_where_one_has_the_defect(tmp_path: Path) -> None:
     fixed = _checkout(tmp_path, "fixed", fixed=True)
     broken = _checkout(tmp_path, "broken", fixed=False)
     found = diff.find(f"trtllm:{fixed}", f"trtllm:{broken}", "all", CI)
-    failure = found.result.failure
+    failure = found.divergence
     assert failure is not None
     assert "calls" in failure.paired.cells
     a, b = failure.paired.a, failure.paired.b

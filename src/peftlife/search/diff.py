@@ -44,9 +44,9 @@ import hypothesis
 
 from peftlife import sut
 from peftlife.checker import drain, invariants
-from peftlife.checker.invariants import Subject, Violation, owned
+from peftlife.checker.invariants import Violation, owned
 from peftlife.search import outside, scenarios, shrink
-from peftlife.search.failure import LifecycleFailure, Run
+from peftlife.search.failure import Finding, Run
 from peftlife.search.hunt import SearchResult, died_result, hunt, search
 from peftlife.search.machine import LifecycleMachine
 from peftlife.search.trace import Action, apply
@@ -419,21 +419,21 @@ def replay(
 # ---- the search ----
 
 
-class Diverged(LifecycleFailure):
-    """A finding of the paired machine: the two worlds diverged at ``paired``."""
+class Diverged(Finding):
+    """A finding of the paired machine: the two worlds diverged at ``paired``.
 
-    INVARIANT = "divergence"
+    Not a broken invariant: neither side is assumed right (each side's own
+    invariants are checked and told apart, in ``PairOutcome``).
+    """
 
     def __init__(self, run: Run, paired: Paired) -> None:
-        what = Violation(
-            self.INVARIANT,
-            Subject(lead=f"iteration {paired.iteration}"),
-            "the same on both sides",
-            ", ".join(c for c in paired.cells),
-            paired.iteration,
-        )
-        super().__init__([what], run)
+        cells = ", ".join(str(c) for c in paired.cells)
+        super().__init__(f"A and B diverge at iteration {paired.iteration}: {cells}", run)
         self.paired = paired
+
+    @property
+    def verdict(self) -> str:
+        return "diverged"
 
 
 class PairedMachine(LifecycleMachine):
@@ -504,6 +504,12 @@ class DiffSearch:
     result: SearchResult
     broken: dict[str, frozenset[str]]
 
+    @property
+    def divergence(self) -> Diverged | None:
+        """The divergence the search found, if it found one (not a side that died)."""
+        found = self.result.found
+        return found if isinstance(found, Diverged) else None
+
     def broken_lines(self, a: str, b: str) -> list[str]:
         """A line per side that broke an invariant in some example, for the verdict."""
         return [
@@ -526,7 +532,7 @@ def find(
 ) -> DiffSearch:
     """Search traces on which A and B diverge, as ``check`` searches one scheduler;
     ``scenario`` ``all`` lets every shipped scenario take turns. A divergence is
-    the result's ``failure`` (a ``Diverged``), not yet shrunk.
+    the result's ``found`` (a ``Diverged``; ``DiffSearch.divergence``), not yet shrunk.
 
     One supervised child runs the search and reads what each side broke, which
     the machine's class gathers there (``peftlife.search.outside``); a side that
@@ -570,7 +576,7 @@ class Shrunk:
 
 
 def minimized(
-    failure: LifecycleFailure,
+    divergence: Diverged,
     sut_b: str,
     ignore: Collection[str] = (),
     *,
@@ -578,7 +584,7 @@ def minimized(
     progress: Callable[[shrink.ShrinkProgress], None] | None = None,
 ) -> Shrunk:
     """The shortest trace the shrinker finds on which A and B still diverge."""
-    run = failure.run
+    run = divergence.run
     a, b = sut.load(run.sut), sut.load(sut_b)
 
     def still_diverges(config: EngineConfig, actions: tuple[Action, ...]) -> bool:
@@ -591,7 +597,7 @@ def minimized(
         run.config,
         run.actions,
         a,
-        Diverged.INVARIANT,
+        None,
         timeout=timeout,
         progress=progress,
         still_fails=still_diverges,

@@ -83,11 +83,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
         result = found.result
         shrunk = None
-        if result.failure is not None and result.failure.died:
+        if result.failure is not None:  # no divergence: a side took the process down
             return _died(args, console, result)
-        if result.failure is not None:
+        if found.divergence is not None:
             shrunk = diff.minimized(
-                result.failure,
+                found.divergence,
                 args.b,
                 ignore,
                 timeout=args.shrink_timeout,
@@ -110,7 +110,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
         passed = ci_outputs.JunitCase(result.scenario, f"{args.a} vs {args.b}", result.seconds)
         ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (passed,)), args)
         return EXIT_HELD
-    assert result.failure is not None
     case = reports.Case(
         args.a,
         result.scenario,
