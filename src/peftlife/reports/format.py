@@ -1,18 +1,23 @@
-"""What every report says the same way: the world in words, HTML text, and JSON data.
+"""What every report says the same way: the world in words, the terminal, HTML text, JSON.
 
 Both stacks of ``peftlife.reports``, a finding's (``reports.finding``) and a
-divergence's (``reports.divergence``), describe the world with ``world_lines``,
-escape HTML with ``escape`` and write their JSON with ``plain``, the one
-serializer of every report file.
+divergence's (``reports.divergence``), describe the world with ``world_lines``
+(``say_world`` in the terminal, whose text ``captured`` keeps), escape HTML
+with ``escape`` and write their JSON with ``plain``, the one serializer of
+every report file.
 """
 
 from __future__ import annotations
 
 import enum
 import html
+import io
+from collections.abc import Callable
 from typing import Any
 
 import attrs
+from rich.console import Console
+from rich.text import Text
 
 from peftlife.checker.invariants import Violation
 from peftlife.world.config import EngineConfig
@@ -67,6 +72,45 @@ def executor_line(config: EngineConfig) -> str:
     else:
         told = f"the scheduler is told nothing in flight: {UNCHECKED_WHEN_EMPTY} not checked"
     return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"
+
+
+def seed_words(seed: int | None, profile: str) -> str:
+    """The search's seed and profile, as the terminal says them.
+
+    >>> seed_words(None, ""), seed_words(7, "ci")
+    ('derandomized', '7 (ci profile)')
+    """
+    told = "derandomized" if seed is None else str(seed)
+    return told + (f" ({profile} profile)" if profile else "")
+
+
+# ---- the terminal ----
+
+Say = Callable[..., None]
+
+
+def sayer(console: Console) -> Say:
+    """A line at a time: text in a style, or a ``Text`` styled already; soft-wrapped."""
+
+    def say(text: str | Text, style: str = "") -> None:
+        console.print(Text(text, style=style) if isinstance(text, str) else text, soft_wrap=True)
+
+    return say
+
+
+def say_world(say: Say, config: EngineConfig, shrink_note: str | None) -> None:
+    """The world's lines under a report's headline, and why its shrink stopped early."""
+    for world in world_lines(config):
+        say(f"  {world}", "dim")
+    if shrink_note:
+        say(f"  note: {shrink_note}", "yellow")
+
+
+def captured(render: Callable[[Console], None], width: int) -> str:
+    """What a rendering prints, as plain text (what a log or a golden test sees)."""
+    buffer = io.StringIO()
+    render(Console(file=buffer, width=width, color_system=None, force_terminal=False))
+    return buffer.getvalue()
 
 
 # ---- HTML ----

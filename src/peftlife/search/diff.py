@@ -251,6 +251,8 @@ def observe(s: Snapshot) -> Observation:
 # ---- where two iterations differ ----
 
 CellKind = Literal["iteration", "output", "list", "calls", "writes", "errors", "request"]
+# The kinds that are about the scheduler's output: a list, or whether there was one.
+OUTPUT_KINDS: frozenset[CellKind] = frozenset({"iteration", "output", "list"})
 
 
 @attrs.frozen
@@ -280,7 +282,7 @@ class Cell:
     @property
     def about_output(self) -> bool:
         """Whether the cell is the scheduler's output (a list, or whether it gave one)."""
-        return self.kind in ("iteration", "output", "list")
+        return self.kind in OUTPUT_KINDS
 
     def __str__(self) -> str:
         if self.kind == "request":

@@ -19,7 +19,15 @@ from peftlife.reports.divergence.story import (
 )
 from peftlife.reports.format import escape as _e
 from peftlife.reports.format import world_lines
-from peftlife.search.diff import Cell, CellKind, Observation, Paired, PairOutcome, RequestRow
+from peftlife.search.diff import (
+    OUTPUT_KINDS,
+    Cell,
+    CellKind,
+    Observation,
+    Paired,
+    PairOutcome,
+    RequestRow,
+)
 from peftlife.world.words import count
 
 _CSS = """
@@ -56,7 +64,7 @@ table.pair td.diverging { outline: 3px solid #d55e00; outline-offset: -2px; back
 _COLUMNS = ("listed", "state", "prefill", "tokens", "target", "draft", "owns", "calls")
 # The iteration-wide rows: label, text of one side, the cell kinds that mark it.
 _WIDE: tuple[tuple[str, Callable[[Observation], str], frozenset[CellKind]], ...] = (
-    ("output", lambda o: o.output, frozenset({"output", "iteration", "list"})),
+    ("output", lambda o: o.output, OUTPUT_KINDS),
     ("calls", lambda o: "; ".join(o.call_texts) or "none", frozenset({"calls"})),
     ("writes", lambda o: "; ".join(o.writes) or "none", frozenset({"writes"})),
     ("errors", lambda o: "; ".join(o.errors) or "none", frozenset({"errors"})),

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
-
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -20,29 +17,22 @@ from peftlife.reports.divergence.story import (
     verdict_text,
     verdicts,
 )
-from peftlife.reports.format import world_lines
+from peftlife.reports.format import Say, captured, say_world, sayer, seed_words
 from peftlife.search.diff import Paired, PairOutcome
 
 
 def render_terminal(dcase: DiffCase, outcome: PairOutcome, console: Console) -> None:
     """Print the divergence: the agreed iterations once, the diverging one side by side."""
 
-    def say(text: str | Text, style: str = "") -> None:
-        console.print(Text(text, style=style) if isinstance(text, str) else text, soft_wrap=True)
-
+    say = sayer(console)
     case = dcase.case
     divergence = outcome.divergence
     say(headline(dcase, outcome), "bold red" if divergence else "bold green")
     say(f"A {dcase.a}")
     say(f"B {dcase.b}")
-    seed = "derandomized" if case.seed is None else str(case.seed)
-    profile = f" ({case.profile} profile)" if case.profile else ""
-    say(f"scenario {case.scenario} · seed {seed}{profile}")
+    say(f"scenario {case.scenario} · seed {seed_words(case.seed, case.profile)}")
     say(f"compared: {dcase.compared}", "dim")
-    for world in world_lines(case.config):
-        say(f"  {world}", "dim")
-    if case.shrink_note:
-        say(f"  note: {case.shrink_note}", "yellow")
+    say_world(say, case.config, case.shrink_note)
     say("")
     for line in story(dcase, outcome):
         if line.number is None and line.paired is None:
@@ -76,7 +66,7 @@ def render_terminal(dcase: DiffCase, outcome: PairOutcome, console: Console) -> 
         say(f"  {side} {spec}: {verdict_text(outcome, violation)}", style)
 
 
-def _print_agreed(say: Callable[..., None], p: Paired) -> None:
+def _print_agreed(say: Say, p: Paired) -> None:
     for what, text in agreed(p):
         say(f"      {what:<11} {text}" if what.startswith("request") else f"      {what}: {text}")
 
@@ -94,7 +84,4 @@ def _side_table(p: Paired) -> Table:
 
 def terminal_text(dcase: DiffCase, outcome: PairOutcome, width: int = 110) -> str:
     """The terminal rendering as plain text (what a log or a test sees)."""
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
-    render_terminal(dcase, outcome, console)
-    return buffer.getvalue()
+    return captured(lambda console: render_terminal(dcase, outcome, console), width)
