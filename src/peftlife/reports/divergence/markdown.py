@@ -53,7 +53,7 @@ def render_markdown(
         elif p is not None and p.diverges:
             happened = f"**iteration {p.iteration}: A and B differ** in {cells_text(p)}"
         elif p is not None:
-            parts = [f"{what} {text}" for what, text in agreed(p) if not what.startswith("req")]
+            parts = [f"{x.what} {x.text}" for x in agreed(p) if x.request_id is None]
             happened = f"iteration {p.iteration}, the same on both sides: " + "; ".join(parts)
         elif line.number is None:
             happened = line.text

@@ -174,24 +174,36 @@ def side_rows(d: Paired) -> list[SideRow]:
     return rows
 
 
-def agreed(p: Paired) -> list[tuple[str, str]]:
-    """An iteration both sides agreed on, as (what, text) pairs. What was left out
-    of the comparison (the calls, an order) may still differ: both sides are then shown."""
+@attrs.frozen
+class Part:
+    """One part of an iteration both sides agreed on: what it is and its text; a
+    request's row names its request."""
+
+    what: str
+    text: str
+    request_id: int | None = None
+
+
+def agreed(p: Paired) -> list[Part]:
+    """An iteration both sides agreed on, part by part. What was left out of the
+    comparison (the calls, an order) may still differ: both sides are then shown."""
     a, b = p.a, p.b
     assert a is not None and b is not None
-    parts: list[tuple[str, str]] = []
+    parts: list[Part] = []
 
     def both(what: str, get: Callable[[Observation], str]) -> None:
         ta, tb = get(a), get(b)
         if ta == tb:
             if ta:
-                parts.append((what, ta))
+                parts.append(Part(what, ta))
         else:
-            parts.extend([(f"{what} (A)", ta or "none"), (f"{what} (B)", tb or "none")])
+            parts.extend([Part(f"{what} (A)", ta or "none"), Part(f"{what} (B)", tb or "none")])
 
     both("output", lambda o: o.output)
     both("in flight", lambda o: o.in_flight)
-    parts.extend((f"request {row.request_id}", request_text(row)) for row in a.requests)
+    parts.extend(
+        Part(f"request {row.request_id}", request_text(row), row.request_id) for row in a.requests
+    )
     both("scheduler calls", lambda o: "; ".join(o.call_texts))
     both("writes", lambda o: "; ".join(o.writes))
     both("errors", lambda o: "; ".join(o.errors))

@@ -67,8 +67,11 @@ def render_terminal(dcase: DiffCase, outcome: PairOutcome, console: Console) -> 
 
 
 def _print_agreed(say: Say, p: Paired) -> None:
-    for what, text in agreed(p):
-        say(f"      {what:<11} {text}" if what.startswith("request") else f"      {what}: {text}")
+    for part in agreed(p):
+        if part.request_id is not None:
+            say(f"      {part.what:<11} {part.text}")
+        else:
+            say(f"      {part.what}: {part.text}")
 
 
 def _side_table(p: Paired) -> Table:
