@@ -1,10 +1,13 @@
 """Counterexample reports: a shrunk failure a person reads in a minute and replays forever.
 
-From a ``Case`` and the ``Outcome`` of its replay this package renders the
-terminal story (``terminal``), Markdown (``markdown``), JSON (``case``), a
-standalone regression test (``regression``) and an HTML timeline (``html``);
-``write`` puts the files side by side in a report directory, whose
-``index.html`` (``write_index``) lists every finding and the mutant gate.
+Two stacks share one module of words and JSON (``format``) and the report
+folder (``folder``). A finding's (``finding``): from a ``Case`` and the
+``Outcome`` of its replay, the terminal story (``terminal``), Markdown
+(``markdown``), JSON (``case``), a standalone regression test (``regression``)
+and an HTML timeline (``html``); ``write`` puts the files side by side in a
+report directory, whose ``index.html`` (``write_index``) lists every finding
+and the mutant gate. A divergence of two schedulers (``divergence``), side by
+side in the same forms but the test. The names below are the finding's.
 """
 
 from peftlife.reports.finding.case import (

@@ -1,8 +1,9 @@
-"""The story every rendering tells: the world in three lines, and each step with its changes.
+"""The story every rendering of a finding tells: each step with its changes.
 
 One ``iteration()`` view (request and adapter rows with ``old→new`` changes,
 the scheduler's calls, errors) and one ``story()`` (action numbers, request
-ids, violation marks) serve the terminal and the Markdown alike.
+ids, violation marks) serve the terminal and the Markdown alike; the world's lines are
+``peftlife.reports.format``'s, which a divergence's reports share.
 """
 
 from __future__ import annotations
