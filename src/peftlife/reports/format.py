@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from peftlife.checker.invariants import Violation
+from peftlife.checker.registry import BY_NAME, not_checked
 from peftlife.world.config import EngineConfig
 from peftlife.world.fields import is_quiet
 from peftlife.world.ledger import Call, given
@@ -27,8 +28,8 @@ from peftlife.world.words import count
 
 # ---- the world in words ----
 
-# The invariant a world whose scheduler is told no in-flight ids does not check.
-UNCHECKED_WHEN_EMPTY = "in_flight_pin (14)"
+# The invariant a world whose scheduler is told no in-flight ids checks only by opting in.
+IN_FLIGHT = BY_NAME["in_flight_pin"].label
 
 
 def world_lines(config: EngineConfig) -> list[str]:
@@ -58,19 +59,20 @@ def world_lines(config: EngineConfig) -> list[str]:
 def executor_line(config: EngineConfig) -> str:
     """The overlap executor in one line, with what the scheduler is told of batch N.
 
-    In ``inflight_ids = "empty"`` mode it is also the report's one mention that
-    invariant 14 is not checked.
+    In ``inflight_ids = "empty"`` mode it is also the report's one mention of what
+    the world does not check (``registry.not_checked``).
     """
     if config.in_flight_told:
         told = "the scheduler is told batch N"
     elif config.in_flight_checked:
         told = (
-            f"the scheduler is told nothing in flight; {UNCHECKED_WHEN_EMPTY} checked "
+            f"the scheduler is told nothing in flight; {IN_FLIGHT} checked "
             "(opt-in: a fault only when device work not ordered after batch N reuses "
             "what was released)"
         )
     else:
-        told = f"the scheduler is told nothing in flight: {UNCHECKED_WHEN_EMPTY} not checked"
+        unchecked = ", ".join(i.label for i in not_checked(config))
+        told = f"the scheduler is told nothing in flight: {unchecked} not checked"
     return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"
 
 
