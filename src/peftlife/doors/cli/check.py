@@ -128,7 +128,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 except ShrinkInterrupted as stop:  # written below, then exit 130
                     smaller, interrupted = stop.failure, True
                 hung = result.failure.hung
-                result = attrs.evolve(result, failure=smaller)
+                result = attrs.evolve(result, found=smaller)
         found = None
         if result.failure is not None:
             hurry = interrupted and hung
