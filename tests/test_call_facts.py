@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from tests.test_report import CASE
+from tests.report_cases import CASE
 
 from peftlife.reports.case import replay, to_json
 from peftlife.world.ledger import Args, Call, Facts

@@ -84,7 +84,7 @@ def test_no_page_installs_peftlife_from_an_index() -> None:
 
 
 def test_the_reports_page_names_every_file_a_finding_writes(tmp_path: Path) -> None:
-    from tests.test_report import CASE
+    from tests.report_cases import CASE
 
     page = (ROOT / "docs" / "reports.md").read_text("utf-8")
     outcome = reports.replay(CASE)

@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 import pytest
 from tests.html_structure import grid_structure
-from tests.test_report import CASE, DRAIN_CASE, GOLDEN, OVERLAP_CASE, REGEN
+from tests.report_cases import CASE, DRAIN_CASE, GOLDEN, OVERLAP_CASE, REGEN
 
 from peftlife import reports as report
 from peftlife.reports import Case, Outcome

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from tests.html_structure import grid_structure
-from tests.test_invariants import (
+from tests.builders import (
     BREAKS,
     DONE,
     SUSPENDED_KV,
@@ -29,7 +28,8 @@ from tests.test_invariants import (
     with_requests,
     with_step,
 )
-from tests.test_report import DRAIN_CASE
+from tests.html_structure import grid_structure
+from tests.report_cases import DRAIN_CASE
 
 from peftlife.checker import catalogue
 from peftlife.checker.drain import _drained_empty
