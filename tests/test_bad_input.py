@@ -1,4 +1,4 @@
-"""Untrusted code and bad input at every front door (issue 8, "Untrusted code and bad input").
+"""Untrusted code and bad input at every front door.
 
 Each row is one bad input, the door it comes through, and what must be said:
 exit 2 with one ``peftlife: error:`` line naming what is wrong and how to fix

@@ -1,4 +1,4 @@
-"""The ``peftlife`` command, end to end (issue 4, "The peftlife command").
+"""The ``peftlife`` command, end to end.
 
 One shrinking ``check`` against ``mutant:no_release_on_suspend`` runs once per
 module; its reports are then kept as a regression test, replayed, and compared

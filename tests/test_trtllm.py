@@ -1,4 +1,4 @@
-"""TensorRT-LLM's scheduler from a checkout (issue 7), on peftlife's own fake checkouts.
+"""TensorRT-LLM's scheduler from a checkout, on peftlife's own fake checkouts.
 
 ``tests/fake_trtllm/checkout`` has upstream's module paths and import graph; its
 ``KVCacheV2Scheduler`` suspends without releasing the adapter (TensorRT-LLM
@@ -335,7 +335,7 @@ def test_a_profile_may_choose_the_chunking_policy_and_the_teardown() -> None:
 
 
 # No lower tier, one chunk of 4 tokens per pass, 2 tokens per page, 4 pages; a host
-# LoRA cache for one adapter of two (tests/test_seed_scenarios.py, _PREEMPT_WORLD).
+# LoRA cache for one adapter of two (tests/test_mutant_triggers.py, _PREEMPT_WORLD).
 _STRANDING = EngineConfig(
     device_pages=4,
     tokens_per_block=2,

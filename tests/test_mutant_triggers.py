@@ -1,4 +1,4 @@
-"""Seed scenarios: the minimal triggers of spec section 7, as data, with one runner.
+"""The minimal trigger of each mutant (the seed scenarios of spec section 7), with one runner.
 
 Each ``Scenario`` is a small world (an ``EngineConfig``) and a list of the
 search's own actions (``peftlife.search.trace.Action``: submit, step, a one-shot
