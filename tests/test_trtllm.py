@@ -43,8 +43,10 @@ SCHEDULER_DIR = Path("tensorrt_llm", "_torch", "pyexecutor", "scheduler")
 DEFECTIVE = f"trtllm:{CHECKOUT}"
 CORRECT = f"trtllm:{CHECKOUT}:CorrectKVCacheV2Scheduler"
 CI = profiles.get("ci")
-# The correct variant is searched in all six scenarios: a ci-sized budget, a bit smaller.
-CI_ISH = hypothesis.settings(CI, max_examples=120)
+# The correct variant is searched in every simple-loop scenario at the budget the
+# reference's verdicts get (tests/test_machine.py); the defective fake fails each of
+# those searches within five examples.
+CI_ISH = hypothesis.settings(CI, max_examples=100)
 
 
 def trtllm_modules() -> list[str]:
