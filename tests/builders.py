@@ -14,10 +14,11 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
+from peftlife.world.kv import NO_CACHE, CacheView, PoolView
 from peftlife.world.ledger import Args, Call, Caller, Component, Facts
 from peftlife.world.peft import CacheEntryView
 from peftlife.world.request import LlmRequestState
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import (
     AdapterView,
     FieldWrite,

@@ -30,15 +30,16 @@ import attrs
 import pytest
 
 from peftlife.checker.drain import DrainResult, can_drain, drain
-from peftlife.checker.invariants import Violation, check, ownership_follows_residency
+from peftlife.checker.invariants import Violation, ownership_follows_residency
+from peftlife.checker.registry import check
 from peftlife.search.trace import Action, apply
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import Residency
 from peftlife.world.ledger import Args, Facts, given
 from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import Snapshot
 
 # ---- actions: the search's own (peftlife.search.trace) ----
@@ -234,7 +235,7 @@ def run_scenario(scenario: Scenario, factory: SchedulerFactory) -> Observation:
         snapshot = apply(engine, action)
         if snapshot is not None:
             snapshots.append(snapshot)
-            violations.extend(check(snapshot))
+            violations.extend(check(snapshot, engine.config))
     final = engine.snapshot()
     drained = None
     after_drain = None
