@@ -4,8 +4,8 @@
 adapter 7, one waiting request, one KV pool with consistent pages, both LoRA
 caches); tests break one thing at a time with ``attrs.evolve`` and the ``with_*``
 helpers. ``BREAKS`` breaks each invariant once; ``empty_world()`` is a drained
-world. The checker's tests (tests/test_invariants.py) and the renderings' tests
-(tests/test_subjects.py) build from here.
+world. The checker's tests (tests/checker/test_invariants.py) and the renderings' tests
+(tests/reports/test_subjects.py) build from here.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Counterexamples built by hand (no search), so every rendering of them is fixed.
 
-The report tests (tests/test_report.py, tests/test_html.py) pin their renderings
+The report tests (tests/reports/test_report.py, tests/reports/test_html.py) pin their renderings
 in the golden files of ``tests/golden``; other tests replay them as ready-made
 failures (the browser, the bisector, the docs, the renderings' marks).
 """

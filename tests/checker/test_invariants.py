@@ -1,4 +1,4 @@
-"""The checker of spec section 8, invariant by invariant.
+"""The checker (docs/invariants.md), invariant by invariant.
 
 Every invariant gets a hand-built snapshot that breaks it and a near-identical
 one that does not. Snapshots start from ``baseline()`` (tests/builders.py), a
@@ -162,7 +162,7 @@ def test_a_second_idempotent_free_is_not_a_violation() -> None:
 
 
 def test_every_invariant_has_a_break() -> None:
-    # The overlap executor's three are broken at their edges in tests/test_overlap.py.
+    # The overlap executor's three are broken at their edges in tests/world/test_overlap.py.
     everywhere = {i.name for i in registry.REGISTRY if i.check and i.scope is registry.EVERY_WORLD}
     assert sorted(name for name, _, _ in BREAKS) == sorted(everywhere)
 

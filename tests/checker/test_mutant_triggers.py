@@ -1,4 +1,4 @@
-"""The minimal trigger of each mutant (the seed scenarios of spec section 7), with one runner.
+"""The minimal trigger of each mutant (the catalogue of docs/invariants.md), with one runner.
 
 Each ``Scenario`` is a small world (an ``EngineConfig``) and a list of the
 search's own actions (``peftlife.search.trace.Action``: submit, step, a one-shot
@@ -640,7 +640,7 @@ def _describe(obs: Observation) -> str:
 
 
 def test_one_scenario_per_mutant() -> None:
-    # The overlap executor's mutants have their triggers in tests/test_overlap.py.
+    # The overlap executor's mutants have their triggers in tests/world/test_overlap.py.
     simple = [m for m in mutants.CATALOGUE if not m.overlap]
     assert len(SCENARIOS) == len(BY_NAME) == len(simple)
     assert set(BY_NAME) == {m.name for m in simple}

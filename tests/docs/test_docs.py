@@ -23,7 +23,7 @@ from peftlife.search import profiles
 from peftlife.search.hunt import SearchResult, search
 from peftlife.search.scenarios import load, shipped_names
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text("utf-8")
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 SKELETON = ROOT / "docs" / "examples" / "skeleton.py"
@@ -44,7 +44,7 @@ def warning_of(result: SearchResult) -> str:
     return console.export_text().strip()
 
 
-# A hundred examples per scenario, the budget tests/test_machine.py holds the reference
+# A hundred examples per scenario, the budget tests/search/test_machine.py holds the reference
 # to (the ci profile's three hundred in eleven scenarios made this the suite's slowest
 # test). It still tells: a skeleton that forgets the adapters in its admission budget
 # fails in eight scenarios of eleven at this budget, the first after four examples.

@@ -35,7 +35,7 @@ from peftlife.search.shrink import ShrinkProgress
 from peftlife.search.trace import Action
 from peftlife.world.config import EngineConfig
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 MUTANT = "mutant:no_release_on_suspend"
 
 

@@ -4,7 +4,7 @@ The cases (tests/report_cases.py) are built by hand (no search), so every
 rendering is fixed and the golden files in ``tests/golden`` pin it. After an intended change to the
 renderings, regenerate them and read the diff::
 
-    PEFTLIFE_REGEN_GOLDEN=1 .venv/bin/pytest tests/test_report.py
+    PEFTLIFE_REGEN_GOLDEN=1 .venv/bin/pytest tests/reports/test_report.py
 """
 
 from __future__ import annotations

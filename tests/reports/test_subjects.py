@@ -140,7 +140,7 @@ def subjects(outcome: Outcome) -> dict[str, str]:
 
 
 def test_every_invariant_of_the_catalogue_has_its_subjects_here() -> None:
-    # The overlap executor's four are told in tests/test_overlap.py.
+    # The overlap executor's four are told in tests/world/test_overlap.py.
     everywhere = {i.name for i in registry.REGISTRY if i.scope is registry.EVERY_WORLD}
     assert {name for _, name, _ in SHAPES} == everywhere
     for _, name, (_, outcome) in SHAPES:

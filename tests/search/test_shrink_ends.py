@@ -146,7 +146,9 @@ def test_a_report_says_when_its_shrink_stopped_at_the_cap() -> None:
 # The traces that shrank for ever, as the searches met them, unshrunk: seeds of
 # ``peftlife check`` (from an empty directory) found them before every rule became
 # valid in every state, which changed what those seeds draw.
-SHRANK_FOR_EVER = json.loads((Path(__file__).parent / "cases" / "shrank_for_ever.json").read_text())
+SHRANK_FOR_EVER = json.loads(
+    (Path(__file__).parents[1] / "cases" / "shrank_for_ever.json").read_text()
+)
 
 
 @pytest.mark.parametrize(
