@@ -297,7 +297,8 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
     """
     # A miswired SUT is refused here, before any example, at every door.
     factory = sut.wired(sut_spec)
-    s = scenarios.load(scenario)
+    # Under the world settings the SUT carries (a catalogue mutant's defect lives there).
+    s = scenarios.for_sut(scenarios.load(scenario), sut_spec)
 
     # What one submit draws: adapter index, weights sent, prompt and output lengths.
     adapter, weights = s.adapter_choice(), s.carries_weights()

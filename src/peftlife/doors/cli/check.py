@@ -32,9 +32,16 @@ from peftlife.doors.cli.common import (
     shrink_timeout_option,
     validate,
 )
-from peftlife.doors.cli.tell import for_ci, note_unchecked, tell_case, warn_unreached, written
+from peftlife.doors.cli.tell import (
+    for_ci,
+    note_sut_world,
+    note_unchecked,
+    tell_case,
+    warn_unreached,
+    written,
+)
 from peftlife.doors.progress import progress
-from peftlife.search import profiles
+from peftlife.search import profiles, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 
@@ -89,6 +96,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     # A random run searches with a seed of its own choosing, so its finding can be replayed.
     args.seed = profiles.run_seed(searching, args.seed)
     examples = budget(searching, every)
+    if not args.quiet:
+        note_sut_world(args.sut, scenarios.shipped_names() if every else [args.scenario], console)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
         with progress(console, label, examples, show=not args.quiet) as tick:

@@ -27,7 +27,7 @@ from peftlife.doors.cli.common import (
     positive,
     validate,
 )
-from peftlife.doors.cli.tell import for_ci, tell_case, written
+from peftlife.doors.cli.tell import for_ci, note_sut_world, tell_case, written
 from peftlife.doors.progress import progress
 from peftlife.search import scenarios
 from peftlife.search.explore import MAX_STATES, Alphabet, explore
@@ -65,8 +65,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     scenario = scenario or "default"
     validate(args.sut, scenario)
     outputs_writable(args)
-    s = scenarios.load(scenario)
+    s = scenarios.for_sut(scenarios.load(scenario), args.sut)
     world = config or scenarios.smallest_world(s)
+    if config is None and not args.quiet:
+        note_sut_world(args.sut, [scenario], console)
     prompts = _lengths("--prompt-lens", args.prompt_lens)
     outputs = _lengths("--max-new-tokens", args.max_new_tokens)
     letters = Alphabet.of(s, world, prompts, outputs)

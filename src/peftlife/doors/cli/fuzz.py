@@ -30,7 +30,7 @@ from peftlife.doors.cli.common import (
     shrink_timeout_option,
     validate,
 )
-from peftlife.doors.cli.tell import note_unchecked
+from peftlife.doors.cli.tell import note_sut_world, note_unchecked
 from peftlife.search import database, scenarios
 
 
@@ -103,6 +103,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         max_restarts=args.max_restarts,
         shrink_timeout=args.shrink_timeout,
     )
+    if not args.quiet:
+        note_sut_world(args.sut, names, console)
     campaign = campaigns.Campaign(plan, console, quiet=args.quiet)
     campaign.run()
     campaign.summary()

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from peftlife import reports
 from peftlife.doors import ci_outputs
+from peftlife.search import scenarios
 from peftlife.search.hunt import SearchResult
 
 
@@ -76,3 +77,10 @@ def note_unchecked(scenarios: Iterable[str], console: Console) -> None:
     scheduler nothing in flight (a finding's story says it of its own world)."""
     if note := ci_outputs.unchecked_note(scenarios):
         console.print(f"note: {note}")
+
+
+def note_sut_world(sut: str, names: list[str], console: Console) -> None:
+    """Say, before searching, where the SUT's world is not its scenarios' (a catalogue
+    mutant carries the world its defect lives in) or where it cannot be caught."""
+    if note := scenarios.sut_note(sut, names):
+        console.print(f"note: {note}", soft_wrap=True)
