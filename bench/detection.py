@@ -29,11 +29,11 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import tempfile
-import unittest
 import statistics
 import sys
+import tempfile
 import time
+import unittest
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
         if pytest_rows:
             lines += [
-                f"The pytest door: a test file's `lifecycle_machine(\"mutant:NAME\", SCENARIO)"
+                f'The pytest door: a test file\'s `lifecycle_machine("mutant:NAME", SCENARIO)'
                 f".TestCase` under `dev` in a fresh directory, {args.pytest_runs} runs each "
                 "(its CPU s include the shrink of what it found).",
                 "",
