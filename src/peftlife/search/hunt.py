@@ -331,13 +331,12 @@ def pressures(s: scenarios.Scenario) -> set[str]:
     pages = -(-s.longest_request // max(1, s.tokens_per_block.lo))
     adapter = max(1, s.adapter_pages.hi)
     lora_room = max(s.lora_device_pages.hi, adapter) // adapter
-    overlap = s.executor == "overlap"
     kinds = {
         "recompute pause": s.recompute_pause == "on",
         "no lower tier": s.lower_tier == "off",
         # Its batch on the device is pinned: told of it, or remembered by the scheduler.
-        "batch N told": overlap and s.inflight_ids == "batch",
-        "batch N untold": overlap and s.inflight_ids == "empty",
+        "batch N told": s.in_flight_told,
+        "batch N untold": s.overlap and not s.in_flight_told,
         "one request fills the device": max(s.device_pages.hi, pages) <= pages,
         "one LoRA slot for two": 2 * lora_room <= max(1, s.adapters.hi),
         # A fault in one pool alone splits the two.
