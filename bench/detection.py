@@ -16,7 +16,7 @@ search forks (``cpu``):
    ``--hunt-seeds`` fixed seeds: CPU seconds to the first failure, median and worst;
 3. the pytest door: ``PYTEST_MUTANTS`` as a test file's
    ``lifecycle_machine("mutant:NAME", SCENARIO).TestCase`` runs under the ``dev``
-   profile in a fresh directory (random seed, no database yet), ``--pytest-runs``
+   profile in a fresh directory (random seed, no example database), ``--pytest-runs``
    times each: the share that fail, and the examples to the first failure.
 
 The goals are the issue's: caught by at least 99 in 100, a median of at most 8
@@ -159,12 +159,16 @@ def all_scenarios(mutant: Mutant, seeds: int) -> tuple[str, ...]:
 
 def pytest_door(name: str, scenario: str, runs: int) -> Detection:
     """``runs`` runs of a test file's ``lifecycle_machine`` case, each in a fresh directory."""
-    case = lifecycle_machine(f"mutant:{name}", scenario).TestCase
+    # The dev profile without its database: Hypothesis opens its default one once per
+    # process, in the first directory, so later runs would replay that run's finding.
+    fresh = hypothesis.settings(profiles.get("dev"), database=None)
+    case = type("Fresh", (lifecycle_machine(f"mutant:{name}", scenario).TestCase,), {})
+    case.settings = fresh
     examples: list[int] = []
     seconds: list[float] = []
     heard: list[SearchResult] = []
     here = os.getcwd()
-    options = session.Options(profile="dev", on_search=heard.append)
+    options = session.Options(on_search=heard.append)
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as fresh, session.using(options):
             os.chdir(fresh)
