@@ -1,13 +1,14 @@
 """The system under test: the reference scheduler, the mutant catalogue, and how a SUT is loaded.
 
-``load(spec)`` resolves the SUT string every front door takes, and ``wired(spec)``
+``load(spec)`` resolves the SUT string every front door takes (``world_of(spec)``
+the world settings it is searched under), and ``wired(spec)``
 also builds its factory once in a small world to refuse a miswired SUT before
 any search; ``resolve(spec)`` does both once per command, into a ``Resolved``
 value the layers below take instead of the string. The protocol a scheduler
 implements lives with the world, in ``peftlife.world.protocol``.
 """
 
-from peftlife.sut.loader import FORMS, SUTError, load
+from peftlife.sut.loader import FORMS, SUTError, SutWorld, load, world_of
 from peftlife.sut.resolved import Resolved, loaded, resolve
 from peftlife.sut.wiring import WiringError, wired
 
@@ -15,9 +16,11 @@ __all__ = [
     "FORMS",
     "Resolved",
     "SUTError",
+    "SutWorld",
     "WiringError",
     "load",
     "loaded",
     "resolve",
     "wired",
+    "world_of",
 ]

@@ -28,6 +28,7 @@ from peftlife.doors.cli.common import (
     common_options,
     invariant_name,
     max_examples_option,
+    note_sut_world,
     outputs_writable,
     settings,
     shrink_timeout_option,
@@ -44,7 +45,7 @@ from peftlife.doors.outputs.story import (
     warn_unreached,
     written,
 )
-from peftlife.search import events, profiles
+from peftlife.search import events, profiles, scenarios
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 from peftlife.search.shrink import HUNG_DEADLINE
@@ -100,6 +101,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     # A random run searches with a seed of its own choosing, so its finding can be replayed.
     args.seed = profiles.run_seed(searching, args.seed)
     examples = budget(searching, every)
+    if not args.quiet:
+        note_sut_world(args.sut, scenarios.shipped_names() if every else [args.scenario], console)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
         with progress(console, label, examples, show=not args.quiet) as emit:
