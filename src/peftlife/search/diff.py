@@ -48,7 +48,7 @@ from peftlife.checker.invariants import Subject, Violation, owned
 from peftlife.search import outside, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.hunt import SearchResult, died_result, hunt, search
-from peftlife.search.machine import LifecycleMachine
+from peftlife.search.machine import LifecycleMachine, SearchContext
 from peftlife.search.trace import Action, apply
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
@@ -419,21 +419,24 @@ def replay(
 # ---- the search ----
 
 
+@attrs.frozen
 class Diverged(LifecycleFailure):
     """A finding of the paired machine: the two worlds diverged at ``paired``."""
 
     INVARIANT = "divergence"
 
-    def __init__(self, run: Run, paired: Paired) -> None:
+    paired: Paired = attrs.field(kw_only=True)
+
+    @classmethod
+    def at(cls, run: Run, paired: Paired) -> Diverged:
         what = Violation(
-            self.INVARIANT,
+            cls.INVARIANT,
             Subject(lead=f"iteration {paired.iteration}"),
             "the same on both sides",
             ", ".join(c for c in paired.cells),
             paired.iteration,
         )
-        super().__init__([what], run)
-        self.paired = paired
+        return cls([what], run, paired=paired)
 
 
 class PairedMachine(LifecycleMachine):
@@ -448,14 +451,15 @@ class PairedMachine(LifecycleMachine):
     # Side ("A" or "B") to the invariants it broke in some example, over a whole search.
     broken: ClassVar[dict[str, set[str]]]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, search: SearchContext | None = None) -> None:
+        super().__init__(search)
         self.pair: Pair | None = None
 
     def _paired(self) -> Pair:
         if self.pair is None:
             assert self.engine is not None and self.config is not None
-            other = Engine(self.config, type(self).other, schedule_deadline=self.schedule_deadline)
+            deadline = self.search.deadline
+            other = Engine(self.config, type(self).other, schedule_deadline=deadline)
             self.pair = Pair(self.engine, other, self.ignore, check_a=self._observe)
         return self.pair
 
@@ -484,7 +488,7 @@ class PairedMachine(LifecycleMachine):
 
     def _diverged(self, pair: Pair) -> Diverged:
         self._note_broken(pair)
-        return self._found(Diverged(self._run(), pair.iterations[-1]))
+        return self._found(Diverged.at(self._run(), pair.iterations[-1]))
 
 
 def paired_with(other: SchedulerFactory, ignore: Collection[str] = ()) -> type[PairedMachine]:

@@ -30,42 +30,46 @@ class Run:
     actions: tuple[Action, ...]
 
 
+@attrs.frozen
 class LifecycleFailure(AssertionError):
-    """A finding: the violations seen, and the run that led to them."""
+    """A finding: the violations seen, and the run that led to them.
 
-    def __init__(self, violations: list[Violation], run: Run) -> None:
-        self.violations = violations
-        self.run = run
-        # Set once the trace shrinker has made this finding as small as it can,
-        # with what the shrink cost and whether it stopped at a bound.
-        self.shrunk = False
-        self.shrink: shrink.Shrunk | None = None
-        # Whether the scheduler missed its deadline: its replays then each wait it out.
-        self.hung = False
-        # The seed of the search that found it (None: derandomized, or not told).
-        self.seed: int | None = None
-        # Whether the scheduler took its process down (``peftlife.search.outside``):
-        # such a finding is not shrunk, since every candidate would do it again.
-        self.died = False
-        first = violations[0]
-        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-        super().__init__(f"[{first.invariant}] {first}{more}")
+    A value, built complete: what is learnt of it later (its shrink, the seed of
+    the search that found it) makes a new one with ``attrs.evolve``.
+    """
+
+    violations: tuple[Violation, ...] = attrs.field(converter=tuple)
+    run: Run
+    # Whether the trace shrinker has made this finding as small as it can, with
+    # what the shrink cost and whether it stopped at a bound.
+    shrunk: bool = False
+    shrink: shrink.Shrunk | None = None
+    # Whether the scheduler missed its deadline: its replays then each wait it out.
+    hung: bool = False
+    # The seed of the search that found it (None: derandomized, or not told).
+    seed: int | None = None
+    # Whether the scheduler took its process down (``peftlife.search.outside``):
+    # such a finding is not shrunk, since every candidate would do it again.
+    died: bool = False
+
+    def __str__(self) -> str:
+        first = self.violations[0]
+        more = f" (+{len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
+        return f"[{first.invariant}] {first}{more}"
 
     @property
     def invariant(self) -> str:
         return self.violations[0].invariant
 
     def __reduce__(self) -> tuple[object, ...]:
-        # A supervised child sends its finding to the parent pickled; the default
-        # would call ``__init__`` with the message alone.
-        return _restored, (type(self), self.args, self.__dict__)
+        # A supervised child sends its finding to the parent pickled: rebuilt from
+        # its fields by name (a subclass may add some).
+        fields = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+        return _restored, (type(self), fields)
 
 
-def _restored(cls: type[LifecycleFailure], args: tuple[object, ...], state: dict) -> object:
-    failure = cls.__new__(cls)
-    failure.args = args
-    failure.__dict__.update(state)
-    return failure
+def _restored(cls: type[LifecycleFailure], fields: dict[str, object]) -> LifecycleFailure:
+    return cls(**fields)  # type: ignore[arg-type]
 
 
 def minimized(
@@ -121,8 +125,6 @@ def _minimized(
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
     smaller = Run(run.sut, run.scenario, shrunk.config, shrunk.actions)
-    result = LifecycleFailure(list(outcome.violations), smaller)
-    result.shrunk = True
-    result.shrink = shrunk
-    result.seed = failure.seed
-    return result
+    return LifecycleFailure(
+        outcome.violations, smaller, shrunk=True, shrink=shrunk, seed=failure.seed
+    )

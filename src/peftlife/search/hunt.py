@@ -30,7 +30,8 @@ from peftlife.search.failure import LifecycleFailure, minimized
 from peftlife.search.machine import (
     COVERAGE_LABELS,
     LifecycleMachine,
-    SearchStats,
+    SearchContext,
+    for_search,
     machine_class,
     unreached,
 )
@@ -45,12 +46,20 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     'Lifecycle[mutant:draft_not_suspended @ draft-pool]'
     """
     machine = machine_class(sut_spec, scenario)
-    return type(machine.__name__, (machine,), {"_to_test_case": classmethod(_searched)})
+    return type(machine.__name__, (machine,), {"TestCase": _SearchedTestCase()})
 
 
-def _searched(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
-    """The machine's ``TestCase`` hook: one case per machine class, built once."""
-    return _test_case(machine)
+class _SearchedTestCase:
+    """A machine's ``TestCase``: the case ``_test_case`` makes, one per machine class.
+
+    It stands in for Hypothesis's own ``TestCase`` attribute, which runs the
+    machine with Hypothesis's shrinker and none of peftlife's.
+    """
+
+    def __get__(
+        self, obj: LifecycleMachine | None, owner: type[LifecycleMachine]
+    ) -> type[unittest.TestCase]:
+        return _test_case(owner if obj is None else type(obj))
 
 
 @attrs.frozen
@@ -111,7 +120,7 @@ def search(
         with compat.stable_constants(), compat.digests_once():
             result = _search(sut_spec, scenario, settings, seed, told, schedule_deadline, mixin)
         if result.failure is not None:
-            result.failure.seed = seed
+            result = attrs.evolve(result, failure=attrs.evolve(result.failure, seed=seed))
         if shrink and result.failure is not None:
             smaller = minimized(
                 result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
@@ -142,18 +151,11 @@ def _search(
     mixin: type | None = None,
 ) -> SearchResult:
     base = machine_class(sut_spec, scenario)
-    # A fresh subclass per search: its own tally, its own seed.
-    stats = SearchStats()
-    machine: Any = type(
-        base.__name__,
-        (base,) if mixin is None else (mixin, base),
-        {
-            "stats": stats,
-            "progress": None if progress is None else staticmethod(progress),
-            "schedule_deadline": schedule_deadline,
-            "own_search": True,
-        },
-    )
+    # One context per search: its own tally; and a class per search, for its own seed.
+    context = SearchContext.of(base, progress=progress, schedule_deadline=schedule_deadline)
+    mixed = base if mixin is None else type(base.__name__, (mixin, base), {})
+    machine: Any = for_search(mixed, context)
+    stats = context.stats
     run_settings = hypothesis.settings(
         settings,
         phases=[p for p in settings.phases if p is not Phase.shrink],
