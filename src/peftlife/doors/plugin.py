@@ -46,7 +46,7 @@ import attrs
 import pytest
 
 from peftlife import reports, sut
-from peftlife.search import database, profiles, scenarios, session, shrink
+from peftlife.search import compat, database, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, minimized
 from peftlife.search.hunt import SearchResult, describe, session_search
 
@@ -315,7 +315,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     ``@given`` tests, and a machine's case is a unittest case."""
     if getattr(getattr(item, "cls", None), "lifecycle_machine", None) is None:
         return (yield)
-    from hypothesis.statistics import collector, describe_statistics
+    collector, describe_statistics = compat.statistics()
 
     lines: list[str] = []
     options = session.current()

@@ -380,8 +380,7 @@ def session_search(
     searching = profiles.for_search(profile, database=options.database)
     # Hypothesis's --hypothesis-seed, else one of the run's own when it is random,
     # so that a finding says how to run it again.
-    forced = hypothesis.core.global_force_seed
-    forced = forced if isinstance(forced, int) else None
+    forced = compat.forced_seed()
     result = search(
         sut_spec,
         scenario,
