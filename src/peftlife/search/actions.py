@@ -93,6 +93,10 @@ MAX_CANCELS = 2
 
 # ---- the letters ----
 
+# One executor iteration. An action is a frozen value, so one serves every step (a
+# new one each time is validated again, a few percent of a rule step).
+STEP_ACTION = Action("step")
+
 
 class Finite(Protocol):
     """What the explorer's alphabet holds beyond the letters: its finite submits."""
@@ -180,7 +184,7 @@ def _submit(
 ) -> Iterator[Action]:
     if engine.next_request_id > s.max_requests:
         # Past the scenario's cap a submit runs the executor once instead.
-        yield Action("step")
+        yield STEP_ACTION
         return
     yield submit_action(s, engine.adapter_ids, adapter, weights, prompt_len, max_new_tokens)
 
@@ -250,7 +254,7 @@ def submits(
 
 def _step(s: Scenario, engine: Engine, actions: Sequence[Action], steps: int) -> Iterator[Action]:
     for _ in range(steps):
-        yield Action("step")
+        yield STEP_ACTION
 
 
 STEP = Letter(
@@ -258,7 +262,7 @@ STEP = Letter(
     (Argument("steps", lambda s: s.steps_per_rule.strategy(at_least=1)),),
     lambda s: True,
     _step,
-    lambda engine, trace, alphabet: (Action("step"),),
+    lambda engine, trace, alphabet: (STEP_ACTION,),
 )
 
 
@@ -271,7 +275,7 @@ def _cancel(s: Scenario, engine: Engine, actions: Sequence[Action], back: int) -
     submitted = engine.next_request_id - 1
     if sum(a.kind == "cancel" for a in actions) >= MAX_CANCELS:
         # Past the cap a cancel runs the executor once instead.
-        yield Action("step")
+        yield STEP_ACTION
     elif submitted:
         yield Action("cancel", request_id=submitted - back % submitted)
 
@@ -296,18 +300,20 @@ def _pools(engine: Engine) -> tuple[str, ...]:
 
 
 def _fault(kind: ActionKind) -> Letter:
+    on = {pool: Action(kind, pool=pool) for pool in ("target", "draft")}
+
     def drawn(
         s: Scenario, engine: Engine, actions: Sequence[Action], pool: str
     ) -> Iterator[Action]:
         # Recorded where the fault really lands: the target when there is no draft.
-        yield Action(kind, pool=pool if engine.draft_kv_cache_manager is not None else "target")
+        yield on[pool if engine.draft_kv_cache_manager is not None else "target"]
 
     return Letter(
         kind,
         (Argument("pool", Scenario.fault_pools),),
         lambda s: bool(getattr(s, kind)),
         drawn,
-        lambda engine, trace, alphabet: (Action(kind, pool=p) for p in _pools(engine)),
+        lambda engine, trace, alphabet: (on[p] for p in _pools(engine)),
     )
 
 
