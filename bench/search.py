@@ -65,8 +65,10 @@ from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, Scheduler
 from peftlife.world.snapshot import Snapshot
 
-# The goals of the issue that asked for this benchmark.
-GOAL_MIRROR, GOAL_ARGLESS = 0.85, 0.65
+# The goals of the issues that asked for this benchmark. The mirror draws what the
+# machine draws (both are made from one declaration) and does nothing else: at its
+# rate, the world, the scheduler and the checks would cost nothing a step can see.
+GOAL_MIRROR, GOAL_ARGLESS = 1.0, 0.65
 GOAL_MEDIAN_S, GOAL_WORST_S = 0.5, 3.0
 # 1,000 -> 3,000 live requests: linear is x3; more means a cost that grows with the batch.
 GOAL_SCALING = 3.3
@@ -148,12 +150,12 @@ def _mirror(scenario: str, with_arguments: bool) -> type[RuleBasedStateMachine]:
         return body
 
     opening = actions.OPENING.arguments(s) if with_arguments else {"config": s.worlds()}
-    body: dict[str, Any] = {
-        actions.OPENING_RULE: initialize(**opening)(empty(actions.OPENING_RULE))
-    }
+    opened: Any = initialize(**opening)
+    body: dict[str, Any] = {actions.OPENING_RULE: opened(empty(actions.OPENING_RULE))}
     for letter in actions.enabled(s):
         drawn = letter.strategies(s) if with_arguments else {}
-        body[letter.name] = rule(**drawn)(empty(letter.name))
+        # (Strategies by name: mypy cannot see that none is named ``target``.)
+        body[letter.name] = rule(**drawn)(empty(letter.name))  # type: ignore[call-overload]
     return type("Mirror" if with_arguments else "Argless", (RuleBasedStateMachine,), body)
 
 

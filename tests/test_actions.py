@@ -97,8 +97,8 @@ def test_a_finding_is_a_frozen_value_evolved_when_more_is_known() -> None:
         failure.seed = 3  # type: ignore[misc]
     seeded = attrs.evolve(failure, seed=3)
     assert (seeded.seed, seeded.hung, failure.seed) == (3, True, None)
-    assert str(seeded) == str(failure) == "[ownership_follows_residency] " + str(
-        failure.violations[0]
+    assert (
+        str(seeded) == str(failure) == "[ownership_follows_residency] " + str(failure.violations[0])
     )
     again = pickle.loads(pickle.dumps(seeded))  # as a supervised child sends it
     assert (again.run, again.seed, again.hung, again.violations) == (

@@ -338,8 +338,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     try:
         with (
             tempfile.TemporaryFile("w+", encoding="utf-8") as relay,
-            # Hypothesis types its collector's value as None, though it calls it.
-            collector.with_value(hypothesis_stats),  # type: ignore[arg-type]
+            collector.with_value(hypothesis_stats),
             session.using(attrs.evolve(options, on_search=peftlife_stats)),
         ):
             return (yield)

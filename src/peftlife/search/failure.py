@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -30,6 +30,10 @@ class Run:
     actions: tuple[Action, ...]
 
 
+def _violations(found: Iterable[Violation]) -> tuple[Violation, ...]:
+    return tuple(found)
+
+
 @attrs.frozen
 class LifecycleFailure(AssertionError):
     """A finding: the violations seen, and the run that led to them.
@@ -38,7 +42,7 @@ class LifecycleFailure(AssertionError):
     the search that found it) makes a new one with ``attrs.evolve``.
     """
 
-    violations: tuple[Violation, ...] = attrs.field(converter=tuple)
+    violations: tuple[Violation, ...] = attrs.field(converter=_violations)
     run: Run
     # Whether the trace shrinker has made this finding as small as it can, with
     # what the shrink cost and whether it stopped at a bound.
