@@ -12,8 +12,8 @@ check in its own right: "no violation up to depth N" is a proof for that world.
 
     >>> result = explore("mutant:no_release_on_suspend", "kv-pressure", depth=3)
     >>> [a.describe() for a in result.failure.run.actions]  # the drain does the rest
-    ['submit(adapter=1, weights=True, prompt_len=10, max_new_tokens=3)', \
-'submit(adapter=1, weights=True, prompt_len=4, max_new_tokens=1)']
+    ['submit(adapter=1, weights=True, prompt_len=10, max_new_tokens=3, lora_path=True)', \
+'submit(adapter=1, weights=True, prompt_len=4, max_new_tokens=1, lora_path=True)']
 """
 
 from __future__ import annotations
