@@ -37,8 +37,8 @@ OVERLAP_MUTANTS = [m for m in CATALOGUE if m.overlap]
 def test_an_overlap_mutant_is_the_reference_under_the_simple_loop(mutant: Mutant) -> None:
     """Why the gate hunts it through the overlap scenarios only: no other tells it apart."""
     hunted = gate.hunted_scenarios(mutant)
-    assert hunted and all(scenarios.load(name).executor == "overlap" for name in hunted)
-    simple = [n for n in scenarios.shipped_names() if scenarios.load(n).executor == "simple"]
+    assert hunted and all(scenarios.load(name).overlap for name in hunted)
+    simple = [n for n in scenarios.shipped_names() if not scenarios.load(n).overlap]
     assert set(scenarios.shipped_names()) - set(simple) >= set(hunted)
     paired = diff.paired_with(sut.load(f"mutant:{mutant.name}"))
     settings = hypothesis.settings(profiles.for_search(profiles.get("ci")), max_examples=SLICE)
@@ -63,9 +63,7 @@ def test_a_scheduler_teardown_mutant_is_hunted_where_the_scheduler_tears_down() 
     }
     for mutant in opt_in:
         hunted = gate.hunted_scenarios(mutant)
-        assert hunted and all(
-            scenarios.load(n).recompute_teardown == "scheduler_only" for n in hunted
-        )
+        assert hunted and all(scenarios.load(n).scheduler_tears_down for n in hunted)
         assert not set(hunted) & set(scenarios.shipped_names())
 
 

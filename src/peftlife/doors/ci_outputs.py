@@ -10,9 +10,9 @@ Every ``check`` has a summary, a passing one included: the examples searched
 out of the budget, the executor iterations, the scheduler paths reached (the
 labels the coverage test asserts) and a warning for each path never reached,
 plus each finding with its invariant, trace hash and report; a run that searched
-a scenario whose scheduler is told nothing in flight (``inflight_ids =
-"empty"``) says once that invariant 14 was not checked there
-(``unchecked_note``). The JSON's
+a scenario that leaves an invariant it could break unchecked (invariant 14 where
+the scheduler is told nothing in flight) says so once (``unchecked_note``, from
+``registry.not_checked``). The JSON's
 ``findings`` list is also a valid ``--baseline`` file. The JUnit file has one
 test case per scenario searched, per row of the mutant gate, or per diff; a
 finding's invariant, trace and report ride along as properties, as the pytest
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from peftlife import reports
-from peftlife.reports.story import UNCHECKED_WHEN_EMPTY
+from peftlife.checker import registry
 from peftlife.search import gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS, unreached
 from peftlife.world.words import count
@@ -146,41 +146,43 @@ def for_gate(table: gate.Gate, profile: str) -> CiOutputs:
 
 def unchecked_scenarios(names: Iterable[str]) -> list[str]:
     """Of the scenarios searched (a hunt's run names them joined by commas), those whose
-    scheduler is told nothing in flight: there invariant 14 is not checked.
+    worlds leave an invariant they could break not checked (``registry.not_checked``).
 
     >>> unchecked_scenarios(["default", "overlap,overlap-empty"])
     ['overlap-empty']
     """
-    found: list[str] = []
+    return list(dict.fromkeys(name for where in _unchecked(names).values() for name in where))
+
+
+def _unchecked(names: Iterable[str]) -> dict[registry.Invariant, list[str]]:
+    """Each invariant some scenario searched leaves not checked, with those scenarios."""
+    found: dict[registry.Invariant, list[str]] = {}
     for name in (n for joined in names for n in joined.split(",") if n):
         try:
-            s = scenarios.load(name)
-        except (scenarios.ScenarioError, OSError):
+            world = scenarios.smallest_world(scenarios.load(name))
+        except (ValueError, OSError):
             continue  # a scenario that does not read was never searched
-        unchecked = s.inflight_ids == "empty" and s.in_flight_pin != "always"
-        if s.executor == "overlap" and unchecked and name not in found:
-            found.append(name)
+        # Its executor's knobs are the same in every world it draws: one tells.
+        for invariant in registry.not_checked(world):
+            if name not in found.setdefault(invariant, []):
+                found[invariant].append(name)
     return found
 
 
 def unchecked_note(names: Iterable[str]) -> str | None:
     """The one sentence a command's output and summary carry when it searched a scenario
-    whose scheduler is told nothing in flight; None when it searched none.
+    that leaves an invariant not checked; None when it searched none.
 
     >>> unchecked_note(["default"]) is None
     True
     """
-    unchecked = unchecked_scenarios(names)
-    return in_flight_note(unchecked) if unchecked else None
+    notes = [not_checked_note(i, where) for i, where in _unchecked(names).items()]
+    return "; ".join(notes) or None
 
 
-def in_flight_note(where: Sequence[str]) -> str:
+def not_checked_note(invariant: registry.Invariant, where: Sequence[str]) -> str:
     """The sentence itself, for the worlds of ``where`` (scenario names)."""
-    return (
-        f"{UNCHECKED_WHEN_EMPTY} is not checked in {', '.join(where)}: the scheduler is told "
-        'nothing in flight there (inflight_ids = "empty"), so moving a request that is on the '
-        "device is the executor's fault, not the scheduler's"
-    )
+    return f"{invariant.label} is not checked in {', '.join(where)}: {invariant.scope.unchecked}"
 
 
 def _check_case(run: ScenarioRun, story: str) -> JunitCase:
@@ -621,7 +623,7 @@ class ExplorationSummary:
     complete: bool
     seconds: float
     finding: Finding | None = None
-    # What it did not check (``in_flight_note``): its world tells the scheduler nothing in flight.
+    # What it did not check (``not_checked_note``), as its world leaves it unjudged.
     notes: tuple[str, ...] = ()
 
     @property

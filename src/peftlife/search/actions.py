@@ -324,10 +324,6 @@ FAIL_GROW = _fault("fail_grow")
 # ---- the overlap executor's ----
 
 
-def _overlap(s: Scenario) -> bool:
-    return s.executor == "overlap"
-
-
 def _eos(s: Scenario, engine: Engine, actions: Sequence[Action], member: int) -> Iterator[Action]:
     # One of the members the next read-back gives a token; none, nothing.
     emitting = engine.emitting_ids
@@ -338,7 +334,7 @@ def _eos(s: Scenario, engine: Engine, actions: Sequence[Action], member: int) ->
 EOS = Letter(
     "eos",
     (Argument("member", lambda s: st.integers(min_value=0, max_value=7)),),
-    _overlap,
+    lambda s: s.overlap,
     _eos,
     lambda engine, trace, alphabet: (Action("eos", request_id=r) for r in engine.emitting_ids),
 )
@@ -348,7 +344,7 @@ HOLD_BATCH = Letter(
     (),
     # Only a world with a reason to hold (attention DP, batch waiting, the context KV
     # cap) holds: on a single rank upstream always queues.
-    lambda s: _overlap(s) and s.hold_reason != "none",
+    lambda s: s.holds_batches,
     lambda s, engine, actions: iter((Action("hold_batch"),)),
     lambda engine, trace, alphabet: (Action("hold_batch"),),
 )

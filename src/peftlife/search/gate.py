@@ -251,14 +251,12 @@ def hunted_scenarios(mutant: Mutant) -> list[str]:
     """
     if mutant.scheduler_teardown:
         return [
-            name
-            for name in scenarios.opt_in_names()
-            if scenarios.load(name).recompute_teardown == "scheduler_only"
+            name for name in scenarios.opt_in_names() if scenarios.load(name).scheduler_tears_down
         ]
     names = [name for name in scenarios.shipped_names() if name not in mutant.not_hunted_in]
     if not mutant.overlap:
         return names
-    return [name for name in names if scenarios.load(name).executor == "overlap"]
+    return [name for name in names if scenarios.load(name).overlap]
 
 
 @attrs.frozen

@@ -25,7 +25,7 @@ from hypothesis.errors import StopTest, UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from peftlife import sut
-from peftlife.checker import drain, invariants
+from peftlife.checker import drain, registry
 from peftlife.checker.invariants import Violation
 from peftlife.search import actions, outside, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
@@ -307,7 +307,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         errors = snapshot.step.errors if snapshot.step else ()
         if any(e.kind == "scheduler_hung" for e in errors):
             self.hung = self.search.stats.hung = True
-        return invariants.check(snapshot)
+        assert self.engine is not None
+        return registry.check(snapshot, self.engine.config)
 
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would

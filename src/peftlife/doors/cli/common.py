@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import hypothesis
 
 from peftlife import reports, sut
-from peftlife.checker import catalogue
+from peftlife.checker import registry
 from peftlife.doors import ci_outputs
 from peftlife.search import database, profiles, scenarios, shrink
 
@@ -139,8 +139,8 @@ def positive(text: str) -> int:
 
 def invariant_name(name: str) -> str:
     """An argparse type: an invariant a finding can carry."""
-    if name not in catalogue.names():
-        known = ", ".join(catalogue.names())
+    if name not in registry.names():
+        known = ", ".join(registry.names())
         raise argparse.ArgumentTypeError(f"unknown invariant {name!r}; known: {known}")
     return name
 

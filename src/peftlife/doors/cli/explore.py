@@ -15,6 +15,7 @@ import attrs
 from rich.console import Console
 
 from peftlife import reports
+from peftlife.checker import registry
 from peftlife.doors import ci_outputs
 from peftlife.doors.cli.common import (
     EXIT_FOUND,
@@ -83,8 +84,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             progress=lambda states: tick(states, 0),
         )
     seconds = round(time.perf_counter() - start, 2)
-    unchecked = world.overlap and not world.in_flight_checked
-    notes = (ci_outputs.in_flight_note([scenario]),) if unchecked else ()
+    notes = tuple(ci_outputs.not_checked_note(i, [scenario]) for i in registry.not_checked(world))
     summary = ci_outputs.ExplorationSummary(
         args.sut,
         scenario,
