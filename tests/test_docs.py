@@ -18,7 +18,7 @@ from rich.console import Console
 
 import peftlife
 from peftlife import reports
-from peftlife.doors.cli.tell import warn_unreached
+from peftlife.doors.outputs.story import warn_unreached
 from peftlife.search import profiles
 from peftlife.search.hunt import SearchResult, search
 from peftlife.search.scenarios import load, shipped_names

@@ -17,7 +17,7 @@ import hypothesis
 import pytest
 
 from peftlife import sut
-from peftlife.search import diff, gate, profiles, scenarios
+from peftlife.search import diff, events, gate, profiles, scenarios
 from peftlife.search.gate import Gate, GateFileError, GateRow, Kind
 from peftlife.search.hunt import SLICE, hunt
 from peftlife.sut.mutants import CATALOGUE, Mutant
@@ -148,3 +148,22 @@ def test_a_file_that_is_no_gate_is_refused(tmp_path: Path, text: str, problem: s
     path.write_text(text, "utf-8")
     with pytest.raises(GateFileError, match=problem):
         gate.read(path)
+
+
+def test_worker_processes_tell_the_gate_their_shrink_as_typed_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a worker tells reaches the caller's handler as the events it sent, named by
+    mutant; the count of runs ended follows, and the news ends when the shrink does."""
+    monkeypatch.setattr(gate, "SHRINK_NEWS_EVERY", 0.0)  # workers fork: they see it too
+    mutant = CATALOGUE[0]
+    runs = (gate.ReferenceRun("default", "ci"), gate.MutantRun(mutant, "ci"))
+    heard: list[events.Event] = []
+    table = gate.run_gate(runs, jobs=2, emit=heard.append)
+    assert [row.kind for row in table.rows] == [Kind.REFERENCE, Kind.MUTANT]
+    assert table.rows[1].shrunk_steps is not None
+    steps = [e for e in heard if isinstance(e, events.ShrinkStep)]
+    assert steps and {e.source for e in steps} == {mutant.name}
+    assert steps[-1].describe().startswith(f"{mutant.name} shrinking: ")
+    counts = [e.done for e in heard if isinstance(e, events.ExamplesRan)]
+    assert counts == sorted(counts) and counts[-1] == 2
