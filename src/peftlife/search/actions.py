@@ -59,8 +59,17 @@ class Opening:
     # What a move may be: an iteration, then each of these faults the scenario arms.
     faults: tuple[ActionKind, ...] = ("fail_grow", "refuse_resume")
 
-    def move_kinds(self, s: Scenario) -> list[ActionKind]:
-        return ["step", *(k for k in self.faults if getattr(s, k))]
+    def move(self, s: Scenario) -> st.SearchStrategy[Action]:
+        """One move: an iteration, or a fault the scenario arms, aimed at any pool it
+        has (a fault in the draft alone is what splits the two pools)."""
+        return st.one_of(
+            st.just(STEP_ACTION),
+            *(
+                st.builds(Action, st.just(kind), pool=s.fault_pools())
+                for kind in self.faults
+                if getattr(s, kind)
+            ),
+        )
 
     def arguments(self, s: Scenario) -> dict[str, st.SearchStrategy[Any]]:
         """The opening rule's arguments: the world, the burst of submits (each the
@@ -72,11 +81,7 @@ class Opening:
                 min_size=min(self.requests, s.max_requests),
                 max_size=s.max_requests,
             ),
-            "moves": st.lists(
-                st.sampled_from(self.move_kinds(s)),
-                min_size=self.min_moves,
-                max_size=self.max_moves,
-            ),
+            "moves": st.lists(self.move(s), min_size=self.min_moves, max_size=self.max_moves),
         }
 
 

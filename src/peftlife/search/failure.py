@@ -1,8 +1,10 @@
-"""A finding: the violations a search met, the run that led to them, and its shrink.
+"""A finding: what a search met, the run that led to it, and its shrink.
 
-``LifecycleFailure`` is what a machine raises and a search returns;
-``minimized`` replaces one with the smallest world and trace the shrinker
-(``peftlife.search.shrink``) finds that still fails on the same invariant.
+``Finding`` is what a machine raises and a search returns. Its one kind here,
+``LifecycleFailure``, is a broken invariant; ``minimized`` replaces one with the
+smallest world and trace the shrinker (``peftlife.search.shrink``) finds that
+still fails on the same invariant. ``peftlife diff``'s divergence of two
+schedulers is the other kind (``peftlife.search.diff.Diverged``).
 """
 
 from __future__ import annotations
@@ -35,26 +37,48 @@ def _violations(found: Iterable[Violation]) -> tuple[Violation, ...]:
 
 
 @attrs.frozen
-class LifecycleFailure(AssertionError):
-    """A finding: the violations seen, and the run that led to them.
+class Finding(AssertionError):
+    """What ends an example: the run that led to it, and what the search learned of it.
 
     A value, built complete: what is learnt of it later (its shrink, the seed of
-    the search that found it) makes a new one with ``attrs.evolve``.
+    the search that found it) makes a new one with ``attrs.evolve``. Each kind
+    declares its ``run`` and what it found; these are given by name.
     """
 
-    violations: tuple[Violation, ...] = attrs.field(converter=_violations)
-    run: Run
     # Whether the trace shrinker has made this finding as small as it can, with
     # what the shrink cost and whether it stopped at a bound.
-    shrunk: bool = False
-    shrink: shrink.Shrunk | None = None
+    shrunk: bool = attrs.field(default=False, kw_only=True)
+    shrink: shrink.Shrunk | None = attrs.field(default=None, kw_only=True)
     # Whether the scheduler missed its deadline: its replays then each wait it out.
-    hung: bool = False
+    hung: bool = attrs.field(default=False, kw_only=True)
     # The seed of the search that found it (None: derandomized, or not told).
-    seed: int | None = None
+    seed: int | None = attrs.field(default=None, kw_only=True)
     # Whether the scheduler took its process down (``peftlife.search.outside``):
     # such a finding is not shrunk, since every candidate would do it again.
-    died: bool = False
+    died: bool = attrs.field(default=False, kw_only=True)
+
+    @property
+    def run(self) -> Run:
+        raise NotImplementedError
+
+    @property
+    def verdict(self) -> str:
+        """The example's verdict in a word or two, for the observability records."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # A supervised child sends its finding to the parent pickled: rebuilt from
+        # its fields by name (each kind adds its own).
+        fields = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+        return _restored, (type(self), fields)
+
+
+@attrs.frozen
+class LifecycleFailure(Finding):
+    """A broken invariant: the violations seen, and the run that led to them."""
+
+    violations: tuple[Violation, ...] = attrs.field(converter=_violations)
+    run: Run  # type: ignore[assignment]
 
     def __str__(self) -> str:
         first = self.violations[0]
@@ -65,15 +89,13 @@ class LifecycleFailure(AssertionError):
     def invariant(self) -> str:
         return self.violations[0].invariant
 
-    def __reduce__(self) -> tuple[object, ...]:
-        # A supervised child sends its finding to the parent pickled: rebuilt from
-        # its fields by name (a subclass may add some).
-        fields = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
-        return _restored, (type(self), fields)
+    @property
+    def verdict(self) -> str:
+        return self.invariant
 
 
-def _restored(cls: type[LifecycleFailure], fields: dict[str, object]) -> LifecycleFailure:
-    return cls(**fields)  # type: ignore[arg-type]
+def _restored(cls: type[Finding], fields: dict[str, object]) -> Finding:
+    return cls(**fields)
 
 
 def minimized(

@@ -28,16 +28,16 @@ from peftlife import sut
 from peftlife.checker import drain, registry
 from peftlife.checker.invariants import Violation
 from peftlife.search import actions, outside, scenarios, shrink
-from peftlife.search.failure import LifecycleFailure, Run
+from peftlife.search.failure import Finding, LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
-from peftlife.search.trace import Action, ActionKind, apply
+from peftlife.search.trace import Action, apply
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
 
 # A finding of one example: a violation, or (for diff) a divergence.
-F = TypeVar("F", bound=LifecycleFailure)
+F = TypeVar("F", bound=Finding)
 
 # The paths a useful search must reach; the coverage test asserts each occurs.
 COVERAGE_LABELS = (
@@ -157,7 +157,7 @@ class SearchStats:
     examples_to_first_failure: int = 0
     # The first finding, kept even when Hypothesis drops its example (one it had
     # already marked invalid) or reports a later one instead.
-    first_failure: LifecycleFailure | None = None
+    first_failure: Finding | None = None
     # Whether the scheduler has hung in some example: Hypothesis replays a failing
     # example before it reports it, so the search's later engines wait a short deadline.
     hung: bool = False
@@ -221,7 +221,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self,
         config: EngineConfig,
         burst: list[tuple[int, bool, int, int]],
-        moves: list[ActionKind],
+        moves: list[Action],
     ) -> None:
         """The opening (``actions.OPENING``): the world, a burst of submits, a few moves."""
         search = self.search
@@ -235,8 +235,10 @@ class LifecycleMachine(RuleBasedStateMachine):
             search.progress(search.stats.examples, search.stats.iterations)
         for request in burst:
             self._act(actions.SUBMIT, request)
-        for kind in moves:
-            self._do(Action(kind))
+        for move in moves:
+            # A fault lands where it is recorded: the target when there is no draft.
+            drafted = self.engine.draft_kv_cache_manager is not None
+            self._do(attrs.evolve(move, pool=move.pool if drafted else "target"))
 
     def _act(self, letter: actions.Letter, drawn: Any) -> None:
         """Apply what one letter's drawn arguments (in declared order) stand for."""
@@ -260,7 +262,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         stats = self.search.stats
         stats.examples_to_first_failure = stats.examples_to_first_failure or stats.examples
         stats.first_failure = stats.first_failure or failure
-        self._verdict(failure.invariant)
+        self._verdict(failure.verdict)
         return failure
 
     @staticmethod
@@ -369,7 +371,8 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
     """
     # A miswired SUT is refused here, before any example, at every door.
     factory = sut.wired(sut_spec)
-    s = scenarios.load(scenario)
+    # Under the world settings the SUT carries (a catalogue mutant's defect lives there).
+    s = scenarios.for_sut(scenarios.load(scenario), sut_spec)
     name = f"Lifecycle[{sut_spec} @ {s.name}]"
     body: dict[str, Any] = {
         "__qualname__": name,

@@ -215,7 +215,7 @@ class _Stopped(Exception):
 @attrs.define
 class _Shrinker:
     factory: SchedulerFactory
-    invariant: str
+    invariant: str | None
     config: EngineConfig
     actions: tuple[Action, ...]
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
@@ -586,7 +586,7 @@ def minimize(
     config: EngineConfig,
     actions: tuple[Action, ...],
     factory: SchedulerFactory,
-    invariant: str,
+    invariant: str | None,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     *,
     hung: bool = False,
@@ -601,9 +601,9 @@ def minimize(
     confirming replay then already uses the short one. ``timeout`` caps the
     whole shrink in seconds (None or 0: no cap); ``progress`` is told after
     every replay. ``still_fails``, when given, says whether a case fails in
-    place of the checked replay on ``invariant`` (``peftlife diff`` shrinks a
-    divergence of two schedulers with it); the order, the passes and the bounds
-    are the same.
+    place of the checked replay on ``invariant`` (None then: ``peftlife diff``
+    shrinks a divergence of two schedulers, which breaks no invariant, with it);
+    the order, the passes and the bounds are the same.
     """
     start = time.monotonic()
     short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
