@@ -4,8 +4,10 @@ Five measurements, each against a goal, printed as one table and written to
 ``docs/benchmarks.md``:
 
 1. rule steps per second of the machine against two bare Hypothesis machines
-   run interleaved with it: one with the same rules and argument strategies
-   and empty bodies (the mirror), one with as many rules and no arguments;
+   run interleaved with it, both made from the machine's own declaration of
+   its actions (``peftlife.search.actions``): one with the same rules and
+   argument strategies, the opening included, and empty bodies (the mirror),
+   one with as many rules and no arguments;
 2. the first failure of every catalogue mutant over several seeds, hunted as
    the gate hunts it: examples and CPU seconds (median and worst), the CPU
    seconds and length of its shrink, both together, and the scenario that
@@ -44,7 +46,6 @@ import attrs
 import hypothesis
 from hypothesis import Phase
 from hypothesis.stateful import (
-    Bundle,
     RuleBasedStateMachine,
     initialize,
     rule,
@@ -53,10 +54,10 @@ from hypothesis.stateful import (
 
 from peftlife import sut
 from peftlife.checker import registry
-from peftlife.search import explore, gate, profiles, scenarios
+from peftlife.search import actions, explore, gate, profiles, scenarios
 from peftlife.search.failure import minimized
-from peftlife.search.hunt import hunt, lifecycle_machine
-from peftlife.search.machine import SearchStats
+from peftlife.search.hunt import hunt
+from peftlife.search.machine import SearchContext, for_search, machine_class
 from peftlife.search.trace import checked_replay
 from peftlife.sut.mutants import BY_NAME, CATALOGUE, Mutant
 from peftlife.world.config import EngineConfig
@@ -64,8 +65,10 @@ from peftlife.world.engine import Engine
 from peftlife.world.protocol import Environment, Scheduler
 from peftlife.world.snapshot import Snapshot
 
-# The goals of the issue that asked for this benchmark.
-GOAL_MIRROR, GOAL_ARGLESS = 0.85, 0.65
+# The goals of the issues that asked for this benchmark. The mirror draws what the
+# machine draws (both are made from one declaration) and does nothing else: at its
+# rate, the world, the scheduler and the checks would cost nothing a step can see.
+GOAL_MIRROR, GOAL_ARGLESS = 1.0, 0.65
 GOAL_MEDIAN_S, GOAL_WORST_S = 0.5, 3.0
 # 1,000 -> 3,000 live requests: linear is x3; more means a cost that grows with the batch.
 GOAL_SCALING = 3.3
@@ -130,70 +133,36 @@ def _counting(base: type[Any]) -> type[Any]:
 
 
 def _mirror(scenario: str, with_arguments: bool) -> type[RuleBasedStateMachine]:
-    """A bare machine with the lifecycle machine's rules and nothing in their bodies."""
+    """A bare machine with the lifecycle machine's rules and nothing in their bodies.
+
+    Made from the same declaration as the machine (``peftlife.search.actions``):
+    the scenario's letters as rules of the same names, and the opening. With
+    arguments, every rule and the opening draw what the machine's draw; without,
+    the rules draw nothing and the opening only the world.
+    """
     s = scenarios.load(scenario)
-    pools = s.fault_pools()
 
-    class Mirror(RuleBasedStateMachine):
-        requests = Bundle("requests")
-        submitted = 0
-
-        @initialize(config=s.worlds())
-        def build_world(self, config: EngineConfig) -> None:
+    def empty(name: str) -> Callable[..., None]:
+        def body(self: Any, **_: Any) -> None:
             pass
 
-        if with_arguments:
+        body.__name__ = body.__qualname__ = name
+        return body
 
-            @rule(
-                target=requests,
-                adapter=s.adapter_choice(),
-                weights=s.carries_weights(),
-                prompt_len=s.prompt_len.strategy(at_least=1),
-                max_new_tokens=s.max_new_tokens.strategy(at_least=1),
-            )
-            def submit(self, **_: Any) -> int:
-                self.submitted += 1
-                return self.submitted
+    opening = actions.OPENING.arguments(s) if with_arguments else {"config": s.worlds()}
+    opened: Any = initialize(**opening)
+    body: dict[str, Any] = {actions.OPENING_RULE: opened(empty(actions.OPENING_RULE))}
+    for letter in actions.enabled(s):
+        drawn = letter.strategies(s) if with_arguments else {}
+        # (Strategies by name: mypy cannot see that none is named ``target``.)
+        body[letter.name] = rule(**drawn)(empty(letter.name))  # type: ignore[call-overload]
+    return type("Mirror" if with_arguments else "Argless", (RuleBasedStateMachine,), body)
 
-            @rule(steps=s.steps_per_rule.strategy(at_least=1))
-            def step(self, steps: int) -> None:
-                pass
 
-            @rule(request=requests)
-            def cancel(self, request: int) -> None:
-                pass
-
-            @rule(pool=pools)
-            def refuse_resume(self, pool: str) -> None:
-                pass
-
-            @rule(pool=pools)
-            def fail_grow(self, pool: str) -> None:
-                pass
-
-        else:
-
-            @rule()
-            def submit(self) -> None:
-                pass
-
-            @rule()
-            def step(self) -> None:
-                pass
-
-            @rule()
-            def cancel(self) -> None:
-                pass
-
-            @rule()
-            def refuse_resume(self) -> None:
-                pass
-
-            @rule()
-            def fail_grow(self) -> None:
-                pass
-
-    return Mirror
+def _searched(scenario: str) -> type[Any]:
+    """The reference's machine in ``scenario`` as a search runs it, with its own context."""
+    machine = machine_class("reference", scenario)
+    return for_search(machine, SearchContext.of(machine))
 
 
 def _steps_per_second(machine: type[Any], settings: hypothesis.settings) -> float:
@@ -213,7 +182,7 @@ def steps_section(scenario: str, repetitions: int, examples: int) -> Section:
         verbosity=hypothesis.Verbosity.quiet,
     )
     machines = {
-        "peftlife": lifecycle_machine("reference", scenario),
+        "peftlife": _searched(scenario),
         "mirror": _mirror(scenario, with_arguments=True),
         "argless": _mirror(scenario, with_arguments=False),
     }
@@ -531,16 +500,14 @@ def _loop_rates(
 ) -> tuple[float, float]:
     """(rule steps, executor iterations) per CPU second of one run of ``machine``."""
 
-    class Counted(_counting(machine)):  # type: ignore[misc]
-        steps = 0
-        # The machine counts each checked iteration (drains included) here.
-        stats = SearchStats()
-
+    # The machine counts each checked iteration (drains included) in its search's tally.
+    search = SearchContext.of(machine)
+    counted = _counting(for_search(machine, search))
     start = time.process_time()
     with contextlib.suppress(AssertionError):
-        run_state_machine_as_test(hypothesis.seed(seed)(Counted), settings=settings)
+        run_state_machine_as_test(hypothesis.seed(seed)(counted), settings=settings)
     seconds = max(time.process_time() - start, 1e-9)
-    return Counted.steps / seconds, Counted.stats.iterations / seconds
+    return counted.steps / seconds, search.stats.iterations / seconds
 
 
 def overlap_section(repetitions: int, examples: int, scenario: str = "kv-pressure") -> Section:
@@ -558,8 +525,8 @@ def overlap_section(repetitions: int, examples: int, scenario: str = "kv-pressur
     with tempfile.TemporaryDirectory() as folder:
         twin = overlap_twin(scenario, Path(folder))
         machines = {
-            "simple": lifecycle_machine("reference", scenario),
-            "overlap": lifecycle_machine("reference", str(twin)),
+            "simple": machine_class("reference", scenario),
+            "overlap": machine_class("reference", str(twin)),
         }
         rates: dict[str, list[tuple[float, float]]] = {name: [] for name in machines}
         # Interleaved, so a busy spell hits both alike, and each first in turn.

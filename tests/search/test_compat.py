@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import hypothesis
 import pytest
 from hypothesis import core, stateful
 from hypothesis.internal import reflection
 from hypothesis.internal.conjecture import providers
 
+import peftlife
 from peftlife.search import compat
 
 
@@ -46,3 +50,30 @@ def test_the_constant_pool_is_empty_inside_and_restored_after() -> None:
         pool = providers._local_constants
         assert not (pool.integers or pool.floats or pool.bytes or pool.strings)
     assert providers._local_constants is before
+
+
+# How a module reaches a private name of Hypothesis: a private module, an
+# attribute of ``hypothesis.core``, or the stateful hook of ``TestCase``.
+PRIVATE = re.compile(
+    r"hypothesis\.(internal|statistics)|hypothesis\.core\b|from hypothesis import core"
+    r"|_to_test_case|global_force_seed|function_digest"
+)
+
+
+def test_no_module_but_compat_touches_a_private_name_of_hypothesis() -> None:
+    package = Path(peftlife.__file__).parent
+    touching = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "compat.py" and PRIVATE.search(path.read_text("utf-8"))
+    ]
+    assert not touching, f"{touching} reach Hypothesis internals: go through search/compat.py"
+
+
+def test_the_forced_seed_is_hypothesis_s_when_it_is_a_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(core, "global_force_seed", 7)
+    assert compat.forced_seed() == 7
+    monkeypatch.setattr(core, "global_force_seed", None)
+    assert compat.forced_seed() is None

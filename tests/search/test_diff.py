@@ -461,12 +461,11 @@ def test_an_example_hypothesis_aborted_is_not_drained(
     monkeypatch.setattr(machine, "event", lambda *args: None)
     base = machine.machine_class("reference", "default")
     mixin = diff.paired_with(ReferenceScheduler)
-    bases = (mixin, base) if paired else (base,)
-    fresh = {"stats": machine.SearchStats(), "progress": None, "schedule_deadline": None}
-    kind = type("Example", bases, fresh)
+    kind = type("Example", (mixin, base), {}) if paired else base
+    search = machine.SearchContext.of(base, schedule_deadline=None)
 
     def example() -> Any:
-        made = kind()
+        made = kind(search)
         made.build_world(config=EngineConfig(), burst=[(0, False, 2, 1)], moves=[])
         return made
 

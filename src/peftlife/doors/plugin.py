@@ -48,7 +48,7 @@ import attrs
 import pytest
 
 from peftlife import reports, sut
-from peftlife.search import database, events, profiles, scenarios, session, shrink
+from peftlife.search import compat, database, events, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, describe, session_search
 
@@ -337,7 +337,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     ``@given`` tests, and a machine's case is a unittest case."""
     if getattr(getattr(item, "cls", None), "lifecycle_machine", None) is None:
         return (yield)
-    from hypothesis.statistics import collector, describe_statistics
+    collector, describe_statistics = compat.statistics()
 
     lines: list[str] = []
     options = session.current()
@@ -360,8 +360,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     try:
         with (
             tempfile.TemporaryFile("w+", encoding="utf-8") as relay,
-            # Hypothesis types its collector's value as None, though it calls it.
-            collector.with_value(hypothesis_stats),  # type: ignore[arg-type]
+            collector.with_value(hypothesis_stats),
             session.using(attrs.evolve(options, on_search=peftlife_stats)),
         ):
             return (yield)

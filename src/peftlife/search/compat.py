@@ -2,37 +2,78 @@
 
 Two patches make a search cheaper and repeatable: ``stable_constants`` pins
 the pool of constants Hypothesis mines from loaded modules, and
-``digests_once`` computes a machine's source digest once per search. Both
+``digests_once`` computes a machine's source digest once per search. Two
+reads follow Hypothesis where it has no public word: ``forced_seed`` (its
+``--hypothesis-seed``) and ``observing`` (its observability callbacks). The
+pytest plugin reads Hypothesis's statistics collector (``statistics``). All
 touch private names; ``missing()`` lists the ones this Hypothesis lacks, and
-the suite fails naming the version when a patch stops applying, while a
-user's run degrades to doing without it.
+the suite fails naming the version when one moves, while a user's run
+degrades to doing without it. No other module touches a private name of
+Hypothesis (the suite checks it); a machine's ``TestCase`` is replaced through
+the public attribute (``peftlife.search.hunt``), not Hypothesis's private hook.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# The private names each reader below needs, by module.
+_CONSTANTS = ("_local_constants", "_sys_modules_len", "_seen_modules", "CONSTANTS_CACHE")
+_PRIVATE: dict[str, tuple[str, ...]] = {
+    "hypothesis.internal.conjecture.providers": _CONSTANTS,
+    "hypothesis.core": ("function_digest", "global_force_seed"),
+    "hypothesis.stateful": ("function_digest",),
+    "hypothesis.internal.reflection": ("function_digest",),
+    "hypothesis.internal.observability": ("with_observability_callback",),
+    # The pytest plugin's (``peftlife.doors.plugin``): statistics of a machine's case.
+    "hypothesis.statistics": ("collector", "describe_statistics"),
+}
+
 
 def missing() -> list[str]:
-    """The private names a patch needs that this Hypothesis does not have."""
+    """The private names peftlife reads or patches that this Hypothesis does not have."""
     gone = []
-    try:
-        from hypothesis.internal.conjecture import providers as p
-
-        for name in ("_local_constants", "_sys_modules_len", "_seen_modules", "CONSTANTS_CACHE"):
-            if not hasattr(p, name):
-                gone.append(f"hypothesis.internal.conjecture.providers.{name}")
-    except ImportError:
-        gone.append("hypothesis.internal.conjecture.providers")
-    from hypothesis import core, stateful
-
-    for module in (core, stateful):
-        if not hasattr(module, "function_digest"):
-            gone.append(f"{module.__name__}.function_digest")
+    for module_name, names in _PRIVATE.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            gone.append(module_name)
+            continue
+        gone += [f"{module_name}.{name}" for name in names if not hasattr(module, name)]
     return gone
+
+
+def forced_seed() -> int | None:
+    """The seed Hypothesis was told to use (pytest's ``--hypothesis-seed``), if any."""
+    from hypothesis import core
+
+    forced = getattr(core, "global_force_seed", None)
+    return forced if isinstance(forced, int) else None
+
+
+def statistics() -> tuple[Any, Callable[[Any], str]]:
+    """Hypothesis's statistics collector (a context variable told each test's
+    statistics) and its describer, which a unittest case does not get by itself."""
+    from hypothesis.statistics import collector, describe_statistics
+
+    return collector, describe_statistics
+
+
+@contextmanager
+def observing(callback: Callable[[Any], None]) -> Iterator[None]:
+    """Hypothesis's observability records of the tests run inside go to ``callback``
+    (nothing, if this Hypothesis moved its hook)."""
+    try:
+        from hypothesis.internal.observability import with_observability_callback
+    except ImportError:
+        yield
+        return
+    with with_observability_callback(callback):
+        yield
 
 
 @contextmanager

@@ -48,7 +48,7 @@ from peftlife.checker.invariants import Violation, owned
 from peftlife.search import outside, scenarios, shrink
 from peftlife.search.failure import Finding, Run
 from peftlife.search.hunt import SearchResult, died_result, hunt, search
-from peftlife.search.machine import LifecycleMachine
+from peftlife.search.machine import LifecycleMachine, SearchContext
 from peftlife.search.trace import Action, apply
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
@@ -456,6 +456,7 @@ def replay(
 # ---- the search ----
 
 
+@attrs.frozen
 class Diverged(Finding):
     """A finding of the paired machine: the two worlds diverged at ``paired``.
 
@@ -463,10 +464,12 @@ class Diverged(Finding):
     invariants are checked and told apart, in ``PairOutcome``).
     """
 
-    def __init__(self, run: Run, paired: Paired) -> None:
-        cells = ", ".join(str(c) for c in paired.cells)
-        super().__init__(f"A and B diverge at iteration {paired.iteration}: {cells}", run)
-        self.paired = paired
+    run: Run  # type: ignore[assignment]
+    paired: Paired
+
+    def __str__(self) -> str:
+        cells = ", ".join(str(c) for c in self.paired.cells)
+        return f"A and B diverge at iteration {self.paired.iteration}: {cells}"
 
     @property
     def verdict(self) -> str:
@@ -485,14 +488,15 @@ class PairedMachine(LifecycleMachine):
     # Side ("A" or "B") to the invariants it broke in some example, over a whole search.
     broken: ClassVar[dict[str, set[str]]]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, search: SearchContext | None = None) -> None:
+        super().__init__(search)
         self.pair: Pair | None = None
 
     def _paired(self) -> Pair:
         if self.pair is None:
             assert self.engine is not None and self.config is not None
-            other = Engine(self.config, type(self).other, schedule_deadline=self.schedule_deadline)
+            deadline = self.search.deadline
+            other = Engine(self.config, type(self).other, schedule_deadline=deadline)
             self.pair = Pair(self.engine, other, self.ignore, check_a=self._observe)
         return self.pair
 

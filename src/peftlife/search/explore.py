@@ -2,7 +2,8 @@
 
 Where the machine samples lifecycles, the explorer enumerates them in one
 small world: from the empty world it applies every action of an ``Alphabet``
-(the machine's own actions, with a finite choice of requests to submit), one
+(the machine's own letters, ``peftlife.search.actions``, with a finite choice
+of requests to submit), one
 level of depth at a time, and merges states whose world has the same
 fingerprint. Each iteration is checked as the machine checks it, and every new
 state is drained (invariant 12) on a copy, so the first failing trace it meets
@@ -11,14 +12,13 @@ check in its own right: "no violation up to depth N" is a proof for that world.
 
     >>> result = explore("mutant:no_release_on_suspend", "kv-pressure", depth=3)
     >>> [a.describe() for a in result.failure.run.actions]  # the drain does the rest
-    ['submit(adapter=1, weights=True, prompt_len=10, max_new_tokens=3)', \
-'submit(adapter=1, weights=True, prompt_len=4, max_new_tokens=1)']
+    ['submit(adapter=1, weights=True, prompt_len=10, max_new_tokens=3, lora_path=True)', \
+'submit(adapter=1, weights=True, prompt_len=4, max_new_tokens=1, lora_path=True)']
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Callable, Hashable, Iterator
 
 import attrs
@@ -26,6 +26,7 @@ import attrs
 from peftlife import sut
 from peftlife.checker import drain, registry
 from peftlife.search import outside, scenarios
+from peftlife.search.actions import Letter, enabled, ranges, submits
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply, checked_replay, replay
@@ -40,16 +41,12 @@ MAX_STATES = 200_000
 
 @attrs.frozen
 class Alphabet:
-    """The actions the explorer may take: the machine's rules with finite arguments."""
+    """The actions the explorer may take: the scenario's letters (``peftlife.search.actions``)
+    with a finite choice of requests to submit."""
 
+    letters: tuple[Letter, ...]
     submits: tuple[Action, ...]
     max_requests: int
-    cancel: bool
-    refuse_resume: bool
-    fail_grow: bool
-    # The overlap executor's actions: an eos for each member that emits at the next
-    # read-back, and a held batch.
-    overlap: bool = False
 
     @classmethod
     def of(
@@ -65,58 +62,13 @@ class Alphabet:
         >>> len(Alphabet.of(s, scenarios.smallest_world(s)).submits)  # 1 adapter x 2 x 2
         4
         """
-        prompts = prompt_lens or _ends(scenario.prompt_len)
-        outputs = max_new_tokens or _ends(scenario.max_new_tokens)
-        adapters: list[int | None] = [None] if scenario.no_adapter else []
-        adapters += [task for task, _ in config.adapter_pages]
-        weights = (True,) if scenario.weights == "always" else (False, True)
-        submits = tuple(
-            Action("submit", None, task, carries and task is not None, prompt, out)
-            for task, carries, prompt, out in itertools.product(adapters, weights, prompts, outputs)
-            if not (task is None and carries)
-        )
-        return cls(
-            submits,
-            scenario.max_requests,
-            scenario.cancel,
-            scenario.refuse_resume,
-            scenario.fail_grow,
-            config.overlap,
-        )
+        sizes = {"prompt_len": prompt_lens or (), "max_new_tokens": max_new_tokens or ()}
+        return cls(enabled(scenario), submits(scenario, config, sizes), scenario.max_requests)
 
     def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
-        """The actions open after ``trace``, in a fixed order (so a search is deterministic).
-
-        As in the machine, a submit must leave a world that can drain.
-        """
-        yield Action("step")
-        if engine.next_request_id <= self.max_requests:
-            submitted = [_request(a) for a in trace if a.kind == "submit"]
-            for submit in self.submits:
-                if drain.can_drain(engine.config, [*submitted, _request(submit)]):
-                    yield submit
-        if self.cancel:
-            for request in engine.live_requests:
-                yield Action("cancel", request_id=request.request_id)
-        pools = ("target",) if engine.draft_kv_cache_manager is None else ("target", "draft")
-        for pool in pools:
-            if self.refuse_resume:
-                yield Action("refuse_resume", pool=pool)
-            if self.fail_grow:
-                yield Action("fail_grow", pool=pool)
-        if self.overlap:
-            for rid in engine.emitting_ids:
-                yield Action("eos", request_id=rid)
-            yield Action("hold_batch")
-
-
-def _request(submit: Action) -> tuple[int | None, int, int]:
-    return submit.lora_task_id, submit.prompt_len, submit.max_new_tokens
-
-
-def _ends(r: scenarios.Range) -> tuple[int, ...]:
-    lo, hi = max(r.lo, 1), max(r.hi, 1)
-    return (lo,) if lo == hi else (lo, hi)
+        """The actions open after ``trace``, in a fixed order (so a search is deterministic)."""
+        for letter in self.letters:
+            yield from letter.choices(engine, trace, self)
 
 
 @attrs.frozen
@@ -224,8 +176,9 @@ def _explore(
 
     def found(actions: tuple[Action, ...], reached: int) -> Exploration:
         outcome = checked_replay(world, actions, factory)
-        failure = LifecycleFailure(list(outcome.violations), Run(sut_spec, s.name, world, actions))
-        failure.shrunk = True  # a shortest trace: nothing left to shrink
+        run = Run(sut_spec, s.name, world, actions)
+        # A shortest trace: nothing left to shrink.
+        failure = LifecycleFailure(outcome.violations, run, shrunk=True)
         return Exploration(sut_spec, s.name, world, reached, states, failure, True)
 
     for level in range(1, depth + 1):
@@ -295,9 +248,11 @@ def shortest_like(failure: LifecycleFailure, *, max_states: int = MAX_STATES) ->
     """
     run = failure.run
     s = scenarios.load(run.scenario)
-    submits = [a for a in run.actions if a.kind == "submit"]
-    prompts = sorted({a.prompt_len for a in submits} | set(_ends(s.prompt_len)))
-    outputs = sorted({a.max_new_tokens for a in submits} | set(_ends(s.max_new_tokens)))
+    submitted = [a for a in run.actions if a.kind == "submit"]
+    # Its own sizes, and each range's two ends.
+    prompt, output = ranges(s)["prompt_len"], ranges(s)["max_new_tokens"]
+    prompts = sorted({a.prompt_len for a in submitted} | {prompt.lo, prompt.hi})
+    outputs = sorted({a.max_new_tokens for a in submitted} | {output.lo, output.hi})
     letters = Alphabet.of(s, run.config, tuple(prompts), tuple(outputs))
     return explore(
         run.sut,

@@ -11,7 +11,7 @@ door still writes what was found before it exits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -34,23 +34,34 @@ class Run:
     actions: tuple[Action, ...]
 
 
-class Finding(AssertionError):
-    """What ends an example: the run that led to it, and what the search learned of it."""
+def _violations(found: Iterable[Violation]) -> tuple[Violation, ...]:
+    return tuple(found)
 
-    def __init__(self, message: str, run: Run) -> None:
-        self.run = run
-        # Set once the trace shrinker has made this finding as small as it can,
-        # with what the shrink cost and whether it stopped at a bound.
-        self.shrunk = False
-        self.shrink: shrink.Shrunk | None = None
-        # Whether the scheduler missed its deadline: its replays then each wait it out.
-        self.hung = False
-        # The seed of the search that found it (None: derandomized, or not told).
-        self.seed: int | None = None
-        # Whether the scheduler took its process down (``peftlife.search.outside``):
-        # such a finding is not shrunk, since every candidate would do it again.
-        self.died = False
-        super().__init__(message)
+
+@attrs.frozen
+class Finding(AssertionError):
+    """What ends an example: the run that led to it, and what the search learned of it.
+
+    A value, built complete: what is learnt of it later (its shrink, the seed of
+    the search that found it) makes a new one with ``attrs.evolve``. Each kind
+    declares its ``run`` and what it found; these are given by name.
+    """
+
+    # Whether the trace shrinker has made this finding as small as it can, with
+    # what the shrink cost and whether it stopped at a bound.
+    shrunk: bool = attrs.field(default=False, kw_only=True)
+    shrink: shrink.Shrunk | None = attrs.field(default=None, kw_only=True)
+    # Whether the scheduler missed its deadline: its replays then each wait it out.
+    hung: bool = attrs.field(default=False, kw_only=True)
+    # The seed of the search that found it (None: derandomized, or not told).
+    seed: int | None = attrs.field(default=None, kw_only=True)
+    # Whether the scheduler took its process down (``peftlife.search.outside``):
+    # such a finding is not shrunk, since every candidate would do it again.
+    died: bool = attrs.field(default=False, kw_only=True)
+
+    @property
+    def run(self) -> Run:
+        raise NotImplementedError
 
     @property
     def verdict(self) -> str:
@@ -58,19 +69,23 @@ class Finding(AssertionError):
         raise NotImplementedError
 
     def __reduce__(self) -> tuple[object, ...]:
-        # A supervised child sends its finding to the parent pickled; the default
-        # would call ``__init__`` with the message alone.
-        return _restored, (type(self), self.args, self.__dict__)
+        # A supervised child sends its finding to the parent pickled: rebuilt from
+        # its fields by name (each kind adds its own).
+        fields = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+        return _restored, (type(self), fields)
 
 
+@attrs.frozen
 class LifecycleFailure(Finding):
     """A broken invariant: the violations seen, and the run that led to them."""
 
-    def __init__(self, violations: list[Violation], run: Run) -> None:
-        self.violations = violations
-        first = violations[0]
-        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-        super().__init__(f"[{first.invariant}] {first}{more}", run)
+    violations: tuple[Violation, ...] = attrs.field(converter=_violations)
+    run: Run  # type: ignore[assignment]
+
+    def __str__(self) -> str:
+        first = self.violations[0]
+        more = f" (+{len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
+        return f"[{first.invariant}] {first}{more}"
 
     @property
     def invariant(self) -> str:
@@ -90,11 +105,8 @@ class ShrinkInterrupted(KeyboardInterrupt):
         self.failure = failure
 
 
-def _restored(cls: type[Finding], args: tuple[object, ...], state: dict[str, object]) -> object:
-    failure = cls.__new__(cls)
-    failure.args = args
-    failure.__dict__.update(state)
-    return failure
+def _restored(cls: type[Finding], fields: dict[str, object]) -> Finding:
+    return cls(**fields)
 
 
 def minimized(
@@ -161,19 +173,14 @@ def _minimized(
     smaller = Run(run.sut, run.scenario, shrunk.config, shrunk.actions)
     if shrunk.stopped == "interrupted":
         # No replay now (it may wait out a hang): whoever reports it replays it.
-        return _shrunk(LifecycleFailure(failure.violations, smaller), shrunk, failure)
+        return LifecycleFailure(
+            failure.violations, smaller, shrunk=True, shrink=shrunk, seed=failure.seed
+        )
     outcome = checked_replay(
         shrunk.config, shrunk.actions, factory, schedule_deadline=schedule_deadline
     )
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
-    return _shrunk(LifecycleFailure(list(outcome.violations), smaller), shrunk, failure)
-
-
-def _shrunk(
-    result: LifecycleFailure, shrunk: shrink.Shrunk, original: LifecycleFailure
-) -> LifecycleFailure:
-    result.shrunk = True
-    result.shrink = shrunk
-    result.seed = original.seed
-    return result
+    return LifecycleFailure(
+        outcome.violations, smaller, shrunk=True, shrink=shrunk, seed=failure.seed
+    )

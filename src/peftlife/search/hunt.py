@@ -32,7 +32,8 @@ from peftlife.search.failure import Finding, LifecycleFailure, minimized
 from peftlife.search.machine import (
     COVERAGE_LABELS,
     LifecycleMachine,
-    SearchStats,
+    SearchContext,
+    for_search,
     machine_class,
     unreached,
 )
@@ -47,12 +48,20 @@ def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") ->
     'Lifecycle[mutant:draft_not_suspended @ draft-pool]'
     """
     machine = machine_class(sut_spec, scenario)
-    return type(machine.__name__, (machine,), {"_to_test_case": classmethod(_searched)})
+    return type(machine.__name__, (machine,), {"TestCase": _SearchedTestCase()})
 
 
-def _searched(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
-    """The machine's ``TestCase`` hook: one case per machine class, built once."""
-    return _test_case(machine)
+class _SearchedTestCase:
+    """A machine's ``TestCase``: the case ``_test_case`` makes, one per machine class.
+
+    It stands in for Hypothesis's own ``TestCase`` attribute, which runs the
+    machine with Hypothesis's shrinker and none of peftlife's.
+    """
+
+    def __get__(
+        self, obj: LifecycleMachine | None, owner: type[LifecycleMachine]
+    ) -> type[unittest.TestCase]:
+        return _test_case(owner if obj is None else type(obj))
 
 
 @attrs.frozen
@@ -122,7 +131,7 @@ def search(
         with compat.stable_constants(), compat.digests_once():
             result = _search(subject, scenario, settings, seed, told, schedule_deadline, mixin)
         if result.found is not None:
-            result.found.seed = seed
+            result = attrs.evolve(result, found=attrs.evolve(result.found, seed=seed))
         return result
 
     result = outside.supervised_search(work, progress, died_result(subject.spec))
@@ -160,18 +169,11 @@ def _search(
     mixin: type | None = None,
 ) -> SearchResult:
     base = machine_class(subject, scenario)
-    # A fresh subclass per search: its own tally, its own seed.
-    stats = SearchStats()
-    machine: Any = type(
-        base.__name__,
-        (base,) if mixin is None else (mixin, base),
-        {
-            "stats": stats,
-            "progress": None if progress is None else staticmethod(progress),
-            "schedule_deadline": schedule_deadline,
-            "own_search": True,
-        },
-    )
+    # One context per search: its own tally; and a class per search, for its own seed.
+    context = SearchContext.of(base, progress=progress, schedule_deadline=schedule_deadline)
+    mixed = base if mixin is None else type(base.__name__, (mixin, base), {})
+    machine: Any = for_search(mixed, context)
+    stats = context.stats
     run_settings = hypothesis.settings(
         settings,
         phases=[p for p in settings.phases if p is not Phase.shrink],
@@ -421,8 +423,7 @@ def session_search(
     searching = profiles.for_search(profile, database=options.database)
     # Hypothesis's --hypothesis-seed, else one of the run's own when it is random,
     # so that a finding says how to run it again.
-    forced = hypothesis.core.global_force_seed
-    forced = forced if isinstance(forced, int) else None
+    forced = compat.forced_seed()
     result = search(
         sut_spec,
         scenario,

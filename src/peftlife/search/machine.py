@@ -1,16 +1,18 @@
 """The state machine: a Hypothesis ``RuleBasedStateMachine`` that drives any scheduler.
 
 ``machine_class(sut, scenario)`` builds the machine whose world is drawn from
-the scenario, whose rules submit, step, cancel and inject faults, and which
+the scenario, whose rules are the scenario's letters of the alphabet
+(``peftlife.search.actions``: submit, step, cancel, the faults, ...), and which
 checks every invariant after every executor iteration and drains the world at
 teardown (invariant 12). A finding raises ``LifecycleFailure``
-(``peftlife.search.failure``). What the examples of one search did is tallied
-on the class, in one ``SearchStats``. Running it is ``peftlife.search.hunt``'s
-job.
+(``peftlife.search.failure``). What one search shares, its examples' tally
+(``SearchStats``) included, is one ``SearchContext`` given to every machine it
+builds (``for_search``). Running it is ``peftlife.search.hunt``'s job.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -19,31 +21,20 @@ from typing import Any, ClassVar, TypeVar
 
 import attrs
 from hypothesis import event
-from hypothesis import strategies as st
 from hypothesis.errors import StopTest, UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from peftlife import sut
 from peftlife.checker import drain, registry
 from peftlife.checker.invariants import Violation
-from peftlife.search import outside, scenarios, shrink
+from peftlife.search import actions, outside, scenarios, shrink
 from peftlife.search.failure import Finding, LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
-from peftlife.search.trace import Action, ActionKind, apply
+from peftlife.search.trace import Action, apply
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot
-
-# The fewest requests an example opens with (three contend for a device that
-# holds about one), and the most moves (iterations, armed faults) that follow.
-OPENING_REQUESTS = 3
-OPENING_MOVES = 8
-# The most requests one example cancels. A cancel relieves the pressure defects need:
-# with the rule drawn as often as the others, most examples cancelled every request
-# they had before a pool was ever full (bench/detection.py measured a fifth of the
-# catches there).
-MAX_CANCELS = 2
 
 # A finding of one example: a violation, or (for diff) a divergence.
 F = TypeVar("F", bound=Finding)
@@ -167,52 +158,108 @@ class SearchStats:
     # The first finding, kept even when Hypothesis drops its example (one it had
     # already marked invalid) or reports a later one instead.
     first_failure: Finding | None = None
+    # Whether the scheduler has hung in some example: Hypothesis replays a failing
+    # example before it reports it, so the search's later engines wait a short deadline.
+    hung: bool = False
+
+
+@attrs.frozen
+class SearchContext:
+    """What every example of one search shares, given to each machine it builds: the
+    SUT and scenario, the tally, whom to tell of progress, and the scheduler's deadline."""
+
+    sut_spec: str
+    scenario: Scenario
+    # The scenario as it was named (a shipped name or a .toml path), for a retargeted run.
+    scenario_spec: str
+    factory: SchedulerFactory
+    stats: SearchStats = attrs.Factory(SearchStats)
+    # Told (examples so far, iterations so far) as each example starts, for progress displays.
+    progress: Callable[[int, int], None] | None = None
+    # Seconds the scheduler's code may take per call before it is a hang.
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
+
+    @classmethod
+    def of(cls, machine: type[LifecycleMachine], **search: Any) -> SearchContext:
+        """A search of ``machine``'s SUT and scenario; ``search`` sets the other fields."""
+        return cls(
+            machine.sut_spec, machine.scenario, machine.scenario_spec, machine.factory, **search
+        )
+
+    @property
+    def deadline(self) -> float | None:
+        """The deadline of the next engine: short once the scheduler has hung."""
+        if self.stats.hung:
+            return min(shrink.HUNG_DEADLINE, self.schedule_deadline or 1.0)
+        return self.schedule_deadline
 
 
 class LifecycleMachine(RuleBasedStateMachine):
-    """Base of the generated machines; ``machine_class`` fills the class variables."""
+    """Base of the generated machines: ``machine_class`` makes one per SUT and scenario,
+    whose rules are the scenario's letters (``peftlife.search.actions``)."""
 
+    # What the class is for: set where ``machine_class`` makes it, never changed.
     sut_spec: ClassVar[str] = "reference"
     scenario: ClassVar[Scenario]
-    # The scenario as it was named (a shipped name or a .toml path), for a retargeted run.
     scenario_spec: ClassVar[str] = "default"
     factory: ClassVar[SchedulerFactory]
-    # Shared by every example of this class: a search gives its subclass fresh ones.
-    stats: ClassVar[SearchStats]
-    # Told (examples so far, iterations so far) as each example starts, for progress displays.
-    progress: ClassVar[Callable[[int, int], None] | None] = None
-    # Seconds the scheduler's code may take per call before it is a hang.
-    schedule_deadline: ClassVar[float | None] = DEFAULT_SCHEDULE_DEADLINE
-    # True on the fresh subclass each ``search`` makes, whose class state dies with it.
-    own_search: ClassVar[bool] = False
 
-    def __init__(self) -> None:
+    def __init__(self, search: SearchContext | None = None) -> None:
         super().__init__()
+        # Built with no search (Hypothesis calling the class itself), an example
+        # tallies for itself.
+        self.search = search if search is not None else SearchContext.of(type(self))
         self.engine: Engine | None = None
         self.config: EngineConfig | None = None
         self.actions: list[Action] = []
         self.suspended: set[int] = set()
-        self.submitted = 0
-        self.cancelled = 0
         self.failed = False
         self.checked = 0
         self.hung = False
 
+    def build_world(
+        self,
+        config: EngineConfig,
+        burst: list[tuple[int, bool, int, int]],
+        moves: list[Action],
+    ) -> None:
+        """The opening (``actions.OPENING``): the world, a burst of submits, a few moves."""
+        search = self.search
+        self.config = config
+        outside.begin(search.sut_spec, search.scenario.name, config)
+        self.engine = Engine(config, search.factory, schedule_deadline=search.deadline)
+        for label in world_labels(config):
+            self._label(label)
+        search.stats.examples += 1
+        if search.progress is not None:
+            search.progress(search.stats.examples, search.stats.iterations)
+        for request in burst:
+            self._act(actions.SUBMIT, request)
+        for move in moves:
+            # A fault lands where it is recorded: the target when there is no draft.
+            drafted = self.engine.draft_kv_cache_manager is not None
+            self._do(attrs.evolve(move, pool=move.pool if drafted else "target"))
+
+    def _act(self, letter: actions.Letter, drawn: Any) -> None:
+        """Apply what one letter's drawn arguments (in declared order) stand for."""
+        assert self.engine is not None
+        for action in letter.drawn(self.search.scenario, self.engine, self.actions, *drawn):
+            self._do(action)
+
     def _failure(self, violations: list[Violation]) -> LifecycleFailure:
-        failure = LifecycleFailure(violations, self._run())
-        failure.hung = self.hung
-        return self._found(failure)
+        return self._found(LifecycleFailure(violations, self._run(), hung=self.hung))
 
     def _run(self) -> Run:
         """This example's world and actions so far."""
         assert self.config is not None
-        return Run(self.sut_spec, self.scenario.name, self.config, tuple(self.actions))
+        search = self.search
+        return Run(search.sut_spec, search.scenario.name, self.config, tuple(self.actions))
 
     def _found(self, failure: F) -> F:
         """Count a finding of this example: it ends the example, and the first of a
         search is kept even if Hypothesis drops or replaces its example."""
         self.failed = True
-        stats = type(self).stats
+        stats = self.search.stats
         stats.examples_to_first_failure = stats.examples_to_first_failure or stats.examples
         stats.first_failure = stats.first_failure or failure
         self._verdict(failure.verdict)
@@ -228,14 +275,14 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _verdict(self, verdict: str) -> None:
         """The example's own features for observability records (see ``observe``)."""
-        event("sut", self.sut_spec)
-        event("scenario", self.scenario.name)
+        event("sut", self.search.sut_spec)
+        event("scenario", self.search.scenario.name)
         event("iterations checked", self.checked)
         event("verdict", verdict)
 
     def _label(self, label: str) -> None:
         event(label)
-        type(self).stats.coverage[label] += 1
+        self.search.stats.coverage[label] += 1
 
     def _do(self, action: Action) -> None:
         assert self.engine is not None
@@ -246,14 +293,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         if snapshot is not None and (violations := self._observe(snapshot)):
             raise self._failure(violations)
 
-    def _pool(self, pool: str) -> str:
-        """Record the pool a fault really lands in: the target when there is no draft."""
-        assert self.engine is not None
-        return pool if self.engine.draft_kv_cache_manager is not None else "target"
-
     def _observe(self, snapshot: Snapshot) -> list[Violation]:
         """Count the paths one iteration took, then check it."""
-        type(self).stats.iterations += 1
+        self.search.stats.iterations += 1
         self.checked += 1
         outside.iteration(snapshot.iteration)
         for label in path_labels(snapshot):
@@ -266,12 +308,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self._label("completion after suspension")
         errors = snapshot.step.errors if snapshot.step else ()
         if any(e.kind == "scheduler_hung" for e in errors):
-            self.hung = True
-            cls = type(self)
-            if cls.own_search:
-                # Hypothesis replays a failing example before it reports it: once the
-                # scheduler has hung, this search's later engines wait a short deadline.
-                cls.schedule_deadline = min(shrink.HUNG_DEADLINE, cls.schedule_deadline or 1.0)
+            self.hung = self.search.stats.hung = True
         assert self.engine is not None
         return registry.check(snapshot, self.engine.config)
 
@@ -285,6 +322,42 @@ class LifecycleMachine(RuleBasedStateMachine):
         if result.violations:
             raise self._failure(list(result.violations))
         self._verdict("held")
+
+
+M = TypeVar("M", bound=LifecycleMachine)
+
+
+def for_search(machine: type[M], search: SearchContext) -> type[M]:
+    """``machine`` as one search runs it: Hypothesis builds every example with ``search``.
+
+    Hypothesis calls what it runs with no argument, so the context is bound in a
+    subclass rather than a closure: Hypothesis keys a search (its example
+    database, a derandomized seed) on that callable's name and signature, which
+    stay the machine's, so a search draws the same examples whatever it is given.
+    """
+
+    def __init__(self: M) -> None:
+        machine.__init__(self, search)
+
+    return type(
+        machine.__name__, (machine,), {"__init__": __init__, "__qualname__": machine.__qualname__}
+    )
+
+
+def _rule(letter: actions.Letter) -> Callable[..., None]:
+    """The body of the rule named after ``letter``: its arguments keep their names."""
+    names = [a.name for a in letter.arguments]
+
+    def act(self: LifecycleMachine, **drawn: Any) -> None:
+        self._act(letter, [drawn[n] for n in names])
+
+    act.__name__ = act.__qualname__ = letter.name
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    act.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(n, keyword) for n in names]
+    )
+    return act
 
 
 @cache
@@ -304,128 +377,21 @@ def machine_class(
     sut_spec, factory = resolved.spec, resolved.factory
     # Under the world settings the SUT carries (a catalogue mutant's defect lives there).
     s = scenarios.for_sut(scenarios.load(scenario), sut_spec)
-
-    # What one submit draws: adapter index, weights sent, prompt and output lengths.
-    adapter, weights = s.adapter_choice(), s.carries_weights()
-    prompt_len = s.prompt_len.strategy(at_least=1)
-    max_new_tokens = s.max_new_tokens.strategy(at_least=1)
-    # What an opening move may be: an iteration, or a fault the scenario arms, aimed
-    # at any pool it has (a fault in the draft alone is what splits the two pools).
-    faults: list[ActionKind] = [k for k in ("fail_grow", "refuse_resume") if getattr(s, k)]
-    opening_move = st.one_of(
-        st.just(Action("step")),
-        *(st.builds(Action, st.just(kind), pool=s.fault_pools()) for kind in faults),
-    )
-
+    name = f"Lifecycle[{sut_spec} @ {s.name}]"
+    body: dict[str, Any] = {
+        "__qualname__": name,
+        "sut_spec": sut_spec,
+        "scenario": s,
+        "scenario_spec": scenario,
+        "factory": staticmethod(factory),
+        # Every example opens by filling the device (``actions.OPENING``).
+        # (Strategies by name: mypy cannot see that none is named ``target``.)
+        actions.OPENING_RULE: initialize(**actions.OPENING.arguments(s))(  # type: ignore[call-overload]
+            LifecycleMachine.build_world
+        ),
+    }
     # Every rule is valid in every state (no precondition, no bundle to draw from),
     # so Hypothesis never rejects an example for an unlucky choice of rules.
-    class Machine(LifecycleMachine):
-        # Every example opens by filling the device: a burst of submits, then a few
-        # moves (an executor iteration or an armed fault) before the rules take turns.
-        # Drawn one rule at a time, most examples spread their requests out and let
-        # cancels relieve the pressure first: the suspensions, recompute pauses and
-        # evictions where lifecycle defects live came in a few examples in a hundred
-        # (bench/detection.py measures it). And an example whose swarm draw dropped
-        # ``submit`` still has requests to schedule.
-        @initialize(
-            config=s.worlds(),
-            burst=st.lists(
-                st.tuples(adapter, weights, prompt_len, max_new_tokens),
-                min_size=min(OPENING_REQUESTS, s.max_requests),
-                max_size=s.max_requests,
-            ),
-            moves=st.lists(opening_move, min_size=2, max_size=OPENING_MOVES),
-        )
-        def build_world(
-            self,
-            config: EngineConfig,
-            burst: list[tuple[int, bool, int, int]],
-            moves: list[Action],
-        ) -> None:
-            self.config = config
-            outside.begin(self.sut_spec, s.name, config)
-            self.engine = Engine(config, factory, schedule_deadline=self.schedule_deadline)
-            for label in world_labels(config):
-                self._label(label)
-            cls = type(self)
-            cls.stats.examples += 1
-            if cls.progress is not None:
-                cls.progress(cls.stats.examples, cls.stats.iterations)
-            for request in burst:
-                self.submit(*request)
-            for move in moves:
-                self._do(attrs.evolve(move, pool=self._pool(move.pool)))
-
-        @rule(
-            adapter=adapter, weights=weights, prompt_len=prompt_len, max_new_tokens=max_new_tokens
-        )
-        def submit(self, adapter: int, weights: bool, prompt_len: int, max_new_tokens: int) -> None:
-            assert self.engine is not None
-            if self.submitted >= s.max_requests:
-                # Past the scenario's cap a submit runs the executor once instead.
-                self._do(Action("step"))
-                return
-            ids = self.engine.adapter_ids
-            # Adapter indices wrap onto the adapters this world has; 0 is none.
-            task = None if adapter == 0 else ids[(adapter - 1) % len(ids)]
-            self.submitted += 1
-            path = s.lora_path == "always" and task is not None
-            self._do(
-                Action("submit", None, task, weights, prompt_len, max_new_tokens, lora_path=path)
-            )
-
-        @rule(steps=s.steps_per_rule.strategy(at_least=1))
-        def step(self, steps: int) -> None:
-            for _ in range(steps):
-                self._do(Action("step"))
-
-        if s.cancel:
-
-            @rule(back=st.integers(min_value=0, max_value=7))
-            def cancel(self, back: int) -> None:
-                # Counted back from the latest request (ids are 1, 2, ... in order of
-                # submission); before any submit there is nothing to cancel.
-                if self.cancelled >= MAX_CANCELS:
-                    # Past the cap a cancel runs the executor once instead.
-                    self._do(Action("step"))
-                elif self.submitted:
-                    self.cancelled += 1
-                    request = self.submitted - back % self.submitted
-                    self._do(Action("cancel", request_id=request))
-
-        if s.refuse_resume:
-
-            @rule(pool=s.fault_pools())
-            def refuse_resume(self, pool: str) -> None:
-                self._do(Action("refuse_resume", pool=self._pool(pool)))
-
-        if s.fail_grow:
-
-            @rule(pool=s.fault_pools())
-            def fail_grow(self, pool: str) -> None:
-                self._do(Action("fail_grow", pool=self._pool(pool)))
-
-        if s.overlap:
-
-            @rule(member=st.integers(min_value=0, max_value=7))
-            def eos(self, member: int) -> None:
-                # One of the members the next read-back gives a token; none, nothing.
-                assert self.engine is not None
-                emitting = self.engine.emitting_ids
-                if emitting:
-                    self._do(Action("eos", request_id=emitting[member % len(emitting)]))
-
-            if s.holds_batches:
-                # Only a world with a reason to hold (attention DP, batch waiting, the
-                # context KV cap) holds: on a single rank upstream always queues.
-                @rule()
-                def hold_batch(self) -> None:
-                    self._do(Action("hold_batch"))
-
-    Machine.__name__ = Machine.__qualname__ = f"Lifecycle[{sut_spec} @ {s.name}]"
-    Machine.sut_spec = sut_spec
-    Machine.scenario = s
-    Machine.scenario_spec = scenario
-    Machine.factory = factory
-    Machine.stats = SearchStats()
-    return Machine
+    for letter in actions.enabled(s):
+        body[letter.name] = rule(**letter.strategies(s))(_rule(letter))  # type: ignore[call-overload]
+    return type(name, (LifecycleMachine,), body)

@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from peftlife.search import compat
+
 ENV = "PEFTLIFE_OBSERVABILITY"
 
 
@@ -63,8 +65,6 @@ def recording(path: Path | None, sut: str, scenario: str) -> Iterator[None]:
     if path is None:
         yield
         return
-    from hypothesis.internal.observability import with_observability_callback
-
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def deliver(observation: Any) -> None:
@@ -74,7 +74,7 @@ def recording(path: Path | None, sut: str, scenario: str) -> Iterator[None]:
             with path.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(data, default=str) + "\n")
 
-    with with_observability_callback(deliver):
+    with compat.observing(deliver):
         yield
 
 

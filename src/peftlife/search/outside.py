@@ -89,9 +89,8 @@ def died(death: supervisor.Death, seconds: float) -> tuple[LifecycleFailure, int
         if death.kind == "hung":
             _HANGS[sut, config, tuple(actions)] = (death.mark, death.what)
     violation = invariants.protocol_violation(death.message, number)
-    failure = LifecycleFailure([violation], Run(sut, scenario, config, tuple(actions)))
-    failure.hung = death.kind == "hung"
-    failure.died = True
+    run = Run(sut, scenario, config, tuple(actions))
+    failure = LifecycleFailure([violation], run, hung=death.kind == "hung", died=True)
     return failure, max(death.examples, 1)
 
 
