@@ -43,12 +43,23 @@ ACTIONS = (
 )
 
 
+def _minimize(
+    config: EngineConfig,
+    actions: tuple[Action, ...],
+    factory: Any,
+    invariant: str,
+    schedule_deadline: float = 10.0,
+) -> shrink.Shrunk:
+    still_fails = shrink.same_finding(factory, invariant, schedule_deadline)
+    return shrink.minimize(shrink.Trace(config, actions), still_fails)
+
+
 def test_the_long_case_fails_to_begin_with() -> None:
     assert shrink.first_invariant(CONFIG, ACTIONS, MUTANT) == "ownership_follows_residency"
 
 
 def test_minimize_makes_it_smaller_and_keeps_the_invariant() -> None:
-    shrunk = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    shrunk = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     config, actions = shrunk.config, shrunk.actions
     assert shrunk.stopped is None  # every pass ran its course, within every bound
     assert shrink.size(config, actions) < shrink.size(CONFIG, ACTIONS)
@@ -65,14 +76,14 @@ def test_minimize_makes_it_smaller_and_keeps_the_invariant() -> None:
 
 
 def test_minimize_is_deterministic() -> None:
-    once = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
-    again = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    once = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    again = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     # Everything but the seconds it took: below its time cap no clock decides anything.
     assert attrs.evolve(once, seconds=0) == attrs.evolve(again, seconds=0)
 
 
 def test_a_case_that_does_not_fail_on_the_invariant_is_returned_unchanged() -> None:
-    same = shrink.minimize(CONFIG, ACTIONS, MUTANT, "draft_mirrors_target")
+    same = _minimize(CONFIG, ACTIONS, MUTANT, "draft_mirrors_target")
     assert (same.config, same.actions) == (CONFIG, ACTIONS)
     assert shrink.first_invariant(CONFIG, ACTIONS, ReferenceScheduler) is None
 
@@ -93,7 +104,7 @@ def test_removing_a_submit_renumbers_later_cancels_and_drops_its_own() -> None:
 
 
 def test_draft_faults_land_on_the_target_once_the_draft_pool_is_gone() -> None:
-    shrunk = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    shrunk = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     assert all(a.pool == "target" for a in shrunk.actions)
 
 
@@ -113,9 +124,7 @@ class _HangsWithThree(ReferenceScheduler):
 def test_a_hang_is_shrunk_with_a_bounded_number_of_hung_replays() -> None:
     actions = (SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, STEP)
     _HangsWithThree.hangs = 0
-    shrunk = shrink.minimize(
-        CONFIG, actions, _HangsWithThree, "scheduler_protocol", schedule_deadline=0.05
-    )
+    shrunk = _minimize(CONFIG, actions, _HangsWithThree, "scheduler_protocol", 0.05)
     config, smaller = shrunk.config, shrunk.actions
     # The confirming replay, then at most HUNG_REPLAYS hung shrink replays.
     assert _HangsWithThree.hangs <= 1 + shrink.HUNG_REPLAYS
@@ -128,12 +137,15 @@ def test_tighter_worlds_cut_the_pool_by_the_prompts_pages_and_the_whole_requests
     # 9 prompt tokens and 1 output in blocks of 2: 5 pages, the whole device.
     config = EngineConfig(device_pages=5, tokens_per_block=2, adapter_pages=((1, 1),))
     big = Action("submit", None, 1, False, 9, 1)
-    worlds = [(c.device_pages, a[0].prompt_len) for c, a in shrink._tighter_worlds(config, (big,))]
+    worlds = [
+        (c.device_pages, a[0].prompt_len) for c, a in shrink._tighter_worlds(config, (big,), 0)
+    ]
     # Smallest world first: the whole request's 1, 2 and 4 pages, each with its
     # shortest and longest prompt; and prompts 1, 4 and 8 by their own pages.
     assert worlds == [(1, 1), (2, 2), (2, 3), (2, 4), (4, 6), (4, 7), (4, 8)]
     # The request still fits whole in each, but for the prompt of 4 (3 pages) and of 8 (5).
     fits = [
-        can_drain(c, [(1, a[0].prompt_len, 1)]) for c, a in shrink._tighter_worlds(config, (big,))
+        can_drain(c, [(1, a[0].prompt_len, 1)])
+        for c, a in shrink._tighter_worlds(config, (big,), 0)
     ]
     assert fits == [True, True, True, False, True, True, False]

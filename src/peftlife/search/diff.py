@@ -569,6 +569,26 @@ class Shrunk:
     shrink: shrink.Shrunk
 
 
+def same_divergence(
+    a: SchedulerFactory, b: SchedulerFactory, ignore: Collection[str] = ()
+) -> Callable[[shrink.Trace], shrink.Verdict]:
+    """ "The same divergence": A and B, replayed side by side, still diverge somewhere."""
+
+    def still_diverges(trace: shrink.Trace) -> shrink.Verdict:
+        try:
+            outcome = replay(trace.config, trace.actions, a, b, ignore)
+        except ValueError:
+            return shrink.Verdict(False)  # a variation that is not a valid world or request
+        hung = any(
+            side is not None and side.fault_kind.startswith("scheduler_hung")
+            for paired in outcome.iterations
+            for side in (paired.a, paired.b)
+        )
+        return shrink.Verdict(outcome.divergence is not None, hung)
+
+    return still_diverges
+
+
 def minimized(
     failure: LifecycleFailure,
     sut_b: str,
@@ -580,21 +600,12 @@ def minimized(
     """The shortest trace the shrinker finds on which A and B still diverge."""
     run = failure.run
     a, b = sut.load(run.sut), sut.load(sut_b)
-
-    def still_diverges(config: EngineConfig, actions: tuple[Action, ...]) -> bool:
-        try:
-            return replay(config, actions, a, b, ignore).divergence is not None
-        except ValueError:
-            return False  # a variation that is not a valid world or request
-
     found = shrink.minimize(
-        run.config,
-        run.actions,
-        a,
-        Diverged.INVARIANT,
+        shrink.Trace(run.config, run.actions),
+        same_divergence(a, b, ignore),
+        admits=scenarios.admitting(run.scenario),
         timeout=timeout,
         progress=progress,
-        still_fails=still_diverges,
     )
     outcome = replay(found.config, found.actions, a, b, ignore)
     return Shrunk(found.config, found.actions, outcome, found)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import attrs
 from hypothesis import strategies as st
 
+from peftlife.search.trace import Action
 from peftlife.world.config import (
     LEGACY_TEARDOWN,
     EngineConfig,
@@ -130,6 +131,50 @@ class Scenario:
     def fault_pools(self) -> st.SearchStrategy[str]:
         pools = ["target"] if self.draft_pool == "off" else ["target", "draft"]
         return st.sampled_from(pools)
+
+    def admits(self, action: Action) -> bool:
+        """Whether the machine's rules could draw ``action`` in this scenario.
+
+        The shrinker keeps a case to such actions: a submit without the weights a
+        scenario always sends, say, tells a story its search never could. Lengths
+        are left free: a shorter prompt than the range's low end is the same kind
+        of request, and making it short is the shrinker's work.
+
+        >>> s = load("kv-pressure")
+        >>> s.admits(Action("submit", None, 1, True, 4, 1, lora_path=True))
+        True
+        >>> s.admits(Action("submit", None, 1, False, 4, 1, lora_path=True))
+        False
+        """
+        if action.kind == "submit":
+            task = action.lora_task_id
+            return (
+                (task is not None or self.no_adapter)
+                and (action.lora_weights or task is None or self.weights == "either")
+                and action.lora_path == (self.lora_path == "always" and task is not None)
+            )
+        if action.kind in ("refuse_resume", "fail_grow"):
+            return getattr(self, action.kind) and (
+                action.pool == "target" or self.draft_pool != "off"
+            )
+        if action.kind == "cancel":
+            return self.cancel
+        if action.kind == "eos":
+            return self.executor == "overlap"
+        if action.kind == "hold_batch":
+            return self.executor == "overlap" and self.hold_reason != "none"
+        return True
+
+
+def admitting(name: str) -> Callable[[Action], bool] | None:
+    """``Scenario.admits`` of the scenario a finding names, or None (admit every
+    action) when that name no longer loads: a user's profile read from a path, say,
+    which a finding names by its stem.
+    """
+    try:
+        return load(name).admits
+    except ScenarioError:
+        return None
 
 
 def _switch(value: Switch) -> st.SearchStrategy[bool]:
