@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from peftlife.checker.drain import can_drain
-from peftlife.search import shrink
+from peftlife.search import scenarios, shrink
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut import load
 from peftlife.sut.reference import ReferenceScheduler
@@ -149,3 +149,61 @@ def test_tighter_worlds_cut_the_pool_by_the_prompts_pages_and_the_whole_requests
         for c, a in shrink._tighter_worlds(config, (big,), 0)
     ]
     assert fits == [True, True, True, False, True, True, False]
+
+
+def test_a_shrink_keeps_to_the_actions_it_admits() -> None:
+    free = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    assert any(a.kind == "submit" and a.prompt_len < 3 for a in free.actions)
+    # Admitting only prompts of 3 or more: no candidate with a shorter one is replayed.
+    kept = shrink.minimize(
+        shrink.Trace(CONFIG, ACTIONS),
+        shrink.same_finding(MUTANT, "ownership_follows_residency"),
+        admits=lambda a: a.kind != "submit" or a.prompt_len >= 3,
+    )
+    assert all(a.prompt_len >= 3 for a in kept.actions if a.kind == "submit")
+    assert len(kept.actions) < len(ACTIONS)
+
+
+def test_a_trace_its_own_scenario_would_not_draw_is_shrunk_all_the_same() -> None:
+    # A finding from before its scenario changed: the check is set aside, not obeyed.
+    never = shrink.minimize(
+        shrink.Trace(CONFIG, ACTIONS),
+        shrink.same_finding(MUTANT, "ownership_follows_residency"),
+        admits=lambda a: a.kind != "fail_grow",
+    )
+    assert len(never.actions) < len(ACTIONS)
+
+
+def test_the_scenario_admits_what_its_rules_draw() -> None:
+    s = scenarios.load("overlap-kv-pressure")  # weights always sent, a LoRA path always set
+    submit = Action("submit", None, 1, True, 2, 2, lora_path=True)
+    assert s.admits(submit) and s.admits(Action("eos", request_id=1))
+    assert not s.admits(attrs.evolve(submit, lora_weights=False))
+    assert not s.admits(attrs.evolve(submit, lora_task_id=None, lora_path=False))  # no_adapter off
+    assert not s.admits(Action("fail_grow", pool="draft"))  # no draft pool there
+    assert not scenarios.load("default").admits(Action("eos", request_id=1))  # simple loop
+
+
+def test_each_pass_counts_its_replays_and_what_it_removed() -> None:
+    shrunk = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    by_name = {p.name: p for p in shrunk.passes}
+    assert set(by_name) == {p.__name__ for p in shrink.PASSES}
+    # Every replay but the confirming one belongs to a pass, as every verdict does.
+    assert sum(p.replays for p in shrunk.passes) + 1 == shrunk.replays
+    assert sum(p.attempts for p in shrunk.passes) + 1 == shrunk.steps
+    removed = sum(p.actions_removed for p in shrunk.passes)
+    assert removed == len(ACTIONS) - len(shrunk.actions) > 0
+    assert shrunk.describe() == f"shrink: 8 passes, {shrunk.replays} replays"
+
+
+def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
+    # Any predicate, not only the same finding: every replay fails, and hangs.
+    replays = []
+
+    def hangs(trace: shrink.Trace) -> shrink.Verdict:
+        replays.append(trace)
+        return shrink.Verdict(True, hung=True)
+
+    shrunk = shrink.minimize(shrink.Trace(CONFIG, ACTIONS), hangs)
+    assert shrunk.stopped == "hung replays"
+    assert len(replays) == 1 + shrink.HUNG_REPLAYS  # the confirming replay, then the bound

@@ -216,7 +216,8 @@ class Shrunk:
 
     def describe(self) -> str:
         """One modest line: ``shrink: 8 passes, 120 replays``."""
-        return f"shrink: {count(len(self.passes), 'pass')}, {count(self.replays, 'replay')}"
+        passes = "1 pass" if len(self.passes) == 1 else f"{len(self.passes)} passes"
+        return f"shrink: {passes}, {count(self.replays, 'replay')}"
 
 
 # ---- the order every kept candidate descends ----
