@@ -375,7 +375,10 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
     longer = []
     unproved = []
     for mutant in mutants:
-        runs = [_shrunk_against_shortest(mutant, seed, max_states) for seed in range(seeds)]
+        runs = []
+        for seed in range(seeds):
+            runs.append(_shrunk_against_shortest(mutant, seed, max_states))
+            print(f"  {mutant.name} seed {seed}: {runs[-1]}", file=sys.stderr, flush=True)
         over = [
             f"seed {seed} +{r.actions - r.shortest}"
             for seed, r in enumerate(runs)

@@ -158,7 +158,7 @@ def test_a_shrink_keeps_to_the_actions_it_admits() -> None:
     kept = shrink.minimize(
         shrink.Trace(CONFIG, ACTIONS),
         shrink.same_finding(MUTANT, "ownership_follows_residency"),
-        admits=lambda a: a.kind != "submit" or a.prompt_len >= 3,
+        admits=lambda _, actions: all(a.prompt_len >= 3 for a in actions if a.kind == "submit"),
     )
     assert all(a.prompt_len >= 3 for a in kept.actions if a.kind == "submit")
     assert len(kept.actions) < len(ACTIONS)
@@ -169,7 +169,7 @@ def test_a_trace_its_own_scenario_would_not_draw_is_shrunk_all_the_same() -> Non
     never = shrink.minimize(
         shrink.Trace(CONFIG, ACTIONS),
         shrink.same_finding(MUTANT, "ownership_follows_residency"),
-        admits=lambda a: a.kind != "fail_grow",
+        admits=lambda _, actions: all(a.kind != "fail_grow" for a in actions),
     )
     assert len(never.actions) < len(ACTIONS)
 
@@ -182,6 +182,12 @@ def test_the_scenario_admits_what_its_rules_draw() -> None:
     assert not s.admits(attrs.evolve(submit, lora_task_id=None, lora_path=False))  # no_adapter off
     assert not s.admits(Action("fail_grow", pool="draft"))  # no draft pool there
     assert not scenarios.load("default").admits(Action("eos", request_id=1))  # simple loop
+    # Its switches: kv-pressure always chunks and pauses for recompute, with no draft pool.
+    kv = scenarios.load("kv-pressure")
+    world = scenarios.smallest_world(kv)
+    assert kv.admits_world(world)
+    assert not kv.admits_world(attrs.evolve(world, enable_recompute_pause=False))
+    assert not kv.admits_world(attrs.evolve(world, draft_device_pages=2))
 
 
 def test_each_pass_counts_its_replays_and_what_it_removed() -> None:

@@ -21,7 +21,7 @@ so that no file can make a run hang or eat memory.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -165,16 +165,31 @@ class Scenario:
             return self.executor == "overlap" and self.hold_reason != "none"
         return True
 
+    def admits_world(self, config: EngineConfig) -> bool:
+        """Whether the scenario's switches allow ``config``'s: chunking, recompute pause
+        and a draft pool. Its numbers are left free, as the shrinker's to make small."""
 
-def admitting(name: str) -> Callable[[Action], bool] | None:
-    """``Scenario.admits`` of the scenario a finding names, or None (admit every
-    action) when that name no longer loads: a user's profile read from a path, say,
-    which a finding names by its stem.
+        def allows(switch: Switch, on: bool) -> bool:
+            return switch == "either" or (switch == "on") == on
+
+        return (
+            allows(self.chunking, config.enable_chunked_context)
+            and allows(self.recompute_pause, config.enable_recompute_pause)
+            and allows(self.draft_pool, config.draft_device_pages is not None)
+        )
+
+
+def admitting(name: str) -> Callable[[EngineConfig, Sequence[Action]], bool] | None:
+    """Whether a case (a world and its actions) is one the scenario a finding names
+    could generate (``admits_world`` and ``admits``), or None (admit every case) when
+    that name no longer loads: a user's profile read from a path, say, which a
+    finding names by its stem.
     """
     try:
-        return load(name).admits
+        s = load(name)
     except ScenarioError:
         return None
+    return lambda config, actions: s.admits_world(config) and all(map(s.admits, actions))
 
 
 def _switch(value: Switch) -> st.SearchStrategy[bool]:

@@ -311,7 +311,7 @@ class _Stopped(Exception):
         self.why = why
 
 
-def _admit_all(action: Action) -> bool:
+def _admit_all(config: EngineConfig, actions: Sequence[Action]) -> bool:
     return True
 
 
@@ -320,8 +320,8 @@ class _Shrinker:
     still_fails: StillFails
     config: EngineConfig
     actions: tuple[Action, ...]
-    # Whether an action is one the finding's scenario could have generated.
-    admits: Callable[[Action], bool] = _admit_all
+    # Whether a case is one the finding's scenario could have generated.
+    admits: Callable[[EngineConfig, Sequence[Action]], bool] = _admit_all
     # ``time.monotonic()`` past which no verdict is asked for; None for no cap.
     deadline: float | None = None
     progress: Callable[[ShrinkProgress], None] | None = None
@@ -366,9 +366,6 @@ class _Shrinker:
         self.known[trace] = verdict
         return verdict
 
-    def allowed(self, actions: tuple[Action, ...]) -> bool:
-        return all(self.admits(a) for a in actions)
-
     def adopt(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
         """Keep the candidate if it is smaller than the case so far, one its scenario
         could generate, and still fails.
@@ -378,7 +375,7 @@ class _Shrinker:
         """
         before = size(self.config, self.actions)
         after = size(config, actions)
-        if after >= before or not self.allowed(actions):
+        if after >= before or not self.admits(config, actions):
             return False
         if not self.fails(config, actions):
             return False
@@ -531,7 +528,7 @@ class _Shrinker:
         ``actions`` itself is only a probe, replayed to learn whether its shorter
         variants are worth replaying; it is never kept, and what is kept is shorter.
         """
-        if actions == self.actions or not self.allowed(actions):
+        if actions == self.actions or not self.admits(self.config, actions):
             return False
         if not self.fails(self.config, actions):
             return False
@@ -783,17 +780,17 @@ def minimize(
     trace: Trace,
     still_fails: StillFails,
     *,
-    admits: Callable[[Action], bool] | None = None,
+    admits: Callable[[EngineConfig, Sequence[Action]], bool] | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[ShrinkProgress], None] | None = None,
 ) -> Shrunk:
     """The smallest trace found on which ``still_fails`` holds.
 
     Returns ``trace`` unchanged if it does not fail to begin with. ``admits``
-    says whether an action is one the finding's scenario could generate
-    (``Scenario.admits``); a candidate with any other is never replayed. A trace
-    that itself holds an action it does not admit (a scenario changed since)
-    is shrunk without it. ``timeout`` caps the whole shrink in seconds (None or
+    says whether a world and its actions are a case the finding's scenario
+    could generate (``scenarios.admitting``); any other candidate is never
+    replayed. A trace it does not admit itself (a scenario changed since) is
+    shrunk without it. ``timeout`` caps the whole shrink in seconds (None or
     0: no cap); ``progress`` is told after every replay.
     """
     start = time.monotonic()
@@ -801,7 +798,7 @@ def minimize(
         return Shrunk(
             trace.config, trace.actions, replays=1, steps=1, seconds=time.monotonic() - start
         )
-    if admits is None or not all(admits(a) for a in trace.actions):
+    if admits is None or not admits(trace.config, trace.actions):
         admits = _admit_all
     shrinker = _Shrinker(
         still_fails,
