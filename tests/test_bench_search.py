@@ -34,8 +34,9 @@ HEADERS = {
         "at shortest",
         "longer (seed: by)",
         "shrunk iterations",
-        "shrink CPU s med",
+        "shrink s med",
         "worst",
+        "replays med",
         "states explored max",
     ),
     "4.": (
