@@ -342,6 +342,9 @@ class _Shrunk:
     iterations: int
     # The explorer's shortest length; None when its state limit came first.
     shortest: int | None
+    # Whether the explorer's shortest fails on the shrunk finding's invariant: the
+    # explorer stops at the first failure of any kind, the shrinker keeps its own.
+    same_invariant: bool
     # The shrink's wall seconds in its own process, and its replays.
     seconds: float
     replays: int
@@ -359,8 +362,10 @@ def _shrunk_against_shortest(mutant: Mutant, seed: int, max_states: int) -> _Shr
     run = shrunk.run
     iterations = len(checked_replay(run.config, run.actions, sut.load(run.sut)).entries)
     oracle = explore.shortest_like(shrunk, max_states=max_states)
+    same = True
     if oracle.failure is not None:
         shortest: int | None = len(oracle.failure.run.actions)
+        same = oracle.failure.invariant == shrunk.invariant
     else:
         shortest = len(run.actions) if oracle.complete else None
     return _Shrunk(
@@ -368,6 +373,7 @@ def _shrunk_against_shortest(mutant: Mutant, seed: int, max_states: int) -> _Shr
         len(run.actions),
         iterations,
         shortest,
+        same,
         shrunk.shrink.seconds,
         shrunk.shrink.replays,
         oracle.states,
@@ -381,7 +387,8 @@ def _span(values: Sequence[int]) -> str:
 
 def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> Section:
     rows = []
-    longer = []
+    longer: list[str] = []
+    other: list[str] = []
     unproved = []
     for mutant in mutants:
         runs = []
@@ -389,13 +396,16 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
             runs.append(_shrunk_against_shortest(mutant, seed, max_states))
             print(f"  {mutant.name} seed {seed}: {runs[-1]}", file=sys.stderr, flush=True)
         over = [
-            f"seed {seed} +{r.actions - r.shortest}"
+            f"seed {seed} +{r.actions - r.shortest}" + ("" if r.same_invariant else " (other)")
             for seed, r in enumerate(runs)
             if r.shortest is not None and r.actions > r.shortest
         ]
         open_ = sum(r.shortest is None for r in runs)
         at_shortest = sum(r.shortest == r.actions for r in runs)
-        longer += [f"{mutant.name} {o}" for o in over]
+        longer += [f"{mutant.name} {o}" for o in over if not o.endswith("(other)")]
+        other += [
+            f"{mutant.name} {o.removesuffix(' (other)')}" for o in over if o.endswith("(other)")
+        ]
         if open_:
             unproved.append(f"{mutant.name} ({open_} of {seeds})")
         scenarios_seen: dict[str, int] = {}
@@ -419,10 +429,15 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
             )
         )
     verdict = (
-        f"met: shrunk length equals the shortest for every mutant at every seed of {seeds}"
+        f"met: shrunk length equals the shortest on the same invariant for every mutant at "
+        f"every seed of {seeds}"
         if not longer
-        else f"SHORT: longer than the shortest: {', '.join(longer)}"
+        else f"SHORT: longer than the shortest on the same invariant: {', '.join(longer)}"
     )
+    if other:
+        verdict += (
+            f"; the explorer's shortest is a failure on another invariant for {', '.join(other)}"
+        )
     if unproved:
         verdict += f" (not proved for {', '.join(unproved)}: the explorer's state limit)"
     return Section(
@@ -434,7 +449,7 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
             "caught in (seeds)",
             "shrunk actions",
             "at shortest",
-            "longer (seed: by)",
+            "longer (seed: by; other: another invariant)",
             "shrunk iterations",
             "shrink s med",
             "worst",

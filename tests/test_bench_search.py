@@ -32,7 +32,7 @@ HEADERS = {
         "caught in (seeds)",
         "shrunk actions",
         "at shortest",
-        "longer (seed: by)",
+        "longer (seed: by; other: another invariant)",
         "shrunk iterations",
         "shrink s med",
         "worst",
