@@ -54,7 +54,7 @@ from hypothesis.stateful import (
 )
 
 from peftlife import sut
-from peftlife.checker import invariants
+from peftlife.checker import registry
 from peftlife.search import explore, gate, profiles, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt, lifecycle_machine
@@ -524,7 +524,7 @@ def iteration_cost(live: int, iterations: int) -> tuple[float, float, float, flo
     for _ in range(iterations):
         snapshot = engine.step()
         t = time.process_time()
-        invariants.check(snapshot)
+        registry.check(snapshot, config)
         checks += time.process_time() - t
     total = time.process_time() - start
     return (

@@ -726,7 +726,7 @@ def test_a_gate_whose_json_cannot_be_written_keeps_its_verdict(
         gate.Kind.REFERENCE, "reference @ default", False, "default", "-", True, 1, None, 0.0
     )
     monkeypatch.setattr(gate, "CATALOGUE", ())
-    monkeypatch.setattr(gate.ReferenceRun, "run", lambda self: row)
+    monkeypatch.setattr(gate.ReferenceRun, "run", lambda self, emit: row)
     monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
     monkeypatch.setattr(reports, "unwritable", lambda *a: None)
     Path("afile").write_text("")

@@ -13,6 +13,7 @@ import io
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
@@ -112,6 +113,41 @@ def test_bisect_a_bounded_search_names_commit_5(
     assert f"first bad commit: {shas[4]} {SUBJECTS[4]}" in out
     assert "every invariant holds" in out
     assert state(path) == before
+
+
+def test_bisect_leaves_the_ci_outputs_check_does(
+    repo: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """summary.json, the step summary and JUnit: a case per commit probed, the first bad
+    one failed with its story, each with the seed every commit was searched with."""
+    path, shas = repo
+    code, out = run(
+        *("bisect", "--repo", str(path), "--good", shas[0], "--bad", shas[7]),
+        *("--scenario", "chunked-prefill", "--max-examples", "20", "--seed", "3"),
+        *("--report-dir", "r", "-q", "--junit-xml", "j.xml", "--summary", "s.md"),
+    )
+    assert code == 0, out
+    data = json.loads((tmp_path / "r" / "summary.json").read_text("utf-8"))
+    assert data["command"] == "bisect" and data["ok"] is True
+    assert data["first_bad"] == {"sha": shas[4], "subject": SUBJECTS[4]}
+    assert data["seed"] == 3 and data["rerun"].endswith("--max-examples 20 --seed 3")
+    assert "derandomized" not in data
+    (finding,) = data["findings"]  # a baseline of the bisection
+    assert finding["invariant"] == "ownership_follows_residency"
+    assert {p["verdict"] for p in data["probes"]} == {"good", "bad", "skip"}
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    cases = {c.get("name", "").split()[0]: c for c in root.iter("testcase")}
+    assert set(cases) == {p["commit"][:12] for p in data["probes"]}
+    first = cases[shas[4][:12]]
+    failure = first.find("failure")
+    assert failure is not None and (failure.text or "").startswith("peftlife counterexample:")
+    props = {p.get("name"): p.get("value") for p in first.iter("property")}
+    assert props["peftlife_seed"] == "3" and props["peftlife_rerun"] == data["rerun"]
+    assert cases[shas[5][:12]].find("skipped") is not None
+    assert cases[shas[0][:12]].find("failure") is None
+    text = (tmp_path / "s.md").read_text("utf-8")
+    assert f"peftlife bisect: first bad commit {shas[4][:12]}" in text
+    assert "violated" in text  # the finding's Markdown report follows
 
 
 def test_sut_prefix_names_the_scheduler_to_load(

@@ -13,13 +13,14 @@ import ast
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import attrs
 import pytest
 from tests.test_report import CASE
 
 from peftlife.reports.case import replay, to_json
-from peftlife.world.ledger import Args, Call, Facts
+from peftlife.world.ledger import Args, Call, Facts, Method
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "peftlife"
 RECORDS: dict[str, type[Args] | type[Facts]] = {"args": Args, "facts": Facts}
@@ -119,3 +120,43 @@ def test_a_call_in_the_report_json_keeps_its_shape() -> None:
         "registered_before": False,
     }
     assert json.loads(json.dumps(calls)) == calls
+
+
+# ---- method names ----
+
+
+def _strings(node: ast.AST) -> set[str]:
+    """The string constants of a comparison's right side: one, or a tuple or set of them."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.Set | ast.List) else [node]
+    return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+
+def compared_methods() -> set[tuple[str, str]]:
+    """Every name the package compares a call's method with (``c.method == "..."``,
+    ``call.method in (...)``), with where."""
+    found: set[tuple[str, str]] = set()
+    for path, tree in _trees(SRC):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and (
+                isinstance(node.left, ast.Attribute) and node.left.attr == "method"
+            ):
+                where = f"{path.relative_to(SRC)}:{node.lineno}"
+                found |= {(name, where) for c in node.comparators for name in _strings(c)}
+    return found
+
+
+def test_every_method_compared_is_one_the_ledger_declares() -> None:
+    declared = set(get_args(Method))
+    compared = compared_methods()
+    assert {name for name, _ in compared} >= {"add_request_peft", "ensure_batch"}  # not vacuous
+    assert sorted((n, w) for n, w in compared if n not in declared) == []
+
+
+def test_every_declared_method_is_recorded_by_the_world() -> None:
+    said = {
+        node.value
+        for name in ("kv.py", "peft.py")
+        for node in ast.walk(ast.parse((SRC / "world" / name).read_text("utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    assert set(get_args(Method)) <= said

@@ -22,14 +22,16 @@ import pytest
 from rich.console import Console
 
 import peftlife
-from peftlife.checker import catalogue
-from peftlife.doors import ci_outputs, cli
+from peftlife.checker import registry
+from peftlife.doors import cli
+from peftlife.doors import outputs as ci
 from peftlife.doors.cli import check, mutants
-from peftlife.doors.progress import Tick, progress
-from peftlife.search import gate, scenarios
+from peftlife.doors.outputs import junit, records, step_summary, unchecked
+from peftlife.doors.outputs import summary_json as json_of
+from peftlife.doors.outputs.progress import Display, progress
+from peftlife.search import events, gate, scenarios
 from peftlife.search.machine import COVERAGE_LABELS
 from peftlife.search.scenarios import shipped_names
-from peftlife.search.shrink import ShrinkProgress
 from peftlife.sut.mutants import BY_NAME, CATALOGUE
 
 MUTANT = "mutant:no_release_on_suspend"
@@ -66,6 +68,36 @@ def test_check_writes_junit_with_the_invariant_and_the_report(tmp_path: Path) ->
     # The failure's text is the story, the report's name carries the trace hash.
     assert (failure.text or "").startswith("peftlife counterexample:")
     assert props["peftlife_trace"] in props["peftlife_report"]
+
+
+def test_a_random_run_leaves_its_seed_and_the_command_that_reruns_it(tmp_path: Path) -> None:
+    argv = ["check", "--profile", "dev", "--max-examples", "5", "-q", "--junit-xml", "j.xml"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    data = summary_json()
+    seed = data["seed"]
+    assert isinstance(seed, int) and "derandomized" not in data
+    rerun = "peftlife check --sut reference --scenario default --profile dev --max-examples 5"
+    assert data["rerun"] == f"{rerun} --seed {seed}"
+    (case,) = ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert (props["peftlife_seed"], props["peftlife_rerun"]) == (str(seed), data["rerun"])
+    # The command searches the same examples again.
+    iterations = data["runs"][0]["iterations"]
+    assert cli.main([*data["rerun"].split()[1:], "-q"]) == cli.EXIT_HELD
+    assert summary_json()["runs"][0]["iterations"] == iterations
+
+
+def test_a_derandomized_run_says_so_and_only_then(tmp_path: Path) -> None:
+    argv = ["check", "--profile", "ci", "--max-examples", "5", "-q", "--junit-xml", "j.xml"]
+    assert cli.main(argv) == cli.EXIT_HELD
+    data = summary_json()
+    assert (data["seed"], data["derandomized"]) == (None, True)
+    (case,) = ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["peftlife_seed"] == "derandomized"
+    assert cli.main([*argv, "--seed", "9"]) == cli.EXIT_HELD
+    data = summary_json()
+    assert data["seed"] == 9 and "derandomized" not in data
 
 
 def test_a_passing_check_writes_a_passing_junit_case(tmp_path: Path) -> None:
@@ -175,13 +207,9 @@ def test_a_simple_loop_run_notes_nothing(tmp_path: Path) -> None:
 
 
 def test_the_scenarios_not_checked_are_read_from_every_name_a_run_gives() -> None:
-    from peftlife.doors import ci_outputs
-
     told = ",".join(n for n in shipped_names() if n != "overlap-empty")
-    assert ci_outputs.unchecked_scenarios([told]) == []
-    assert ci_outputs.unchecked_scenarios([",".join(shipped_names()), "nowhere.toml"]) == [
-        "overlap-empty"
-    ]
+    assert unchecked.not_checked([told]) == []
+    assert unchecked.not_checked([",".join(shipped_names()), "nowhere.toml"]) == ["overlap-empty"]
     row = gate.GateRow(
         gate.Kind.REFERENCE,
         "reference @ overlap-empty",
@@ -193,17 +221,17 @@ def test_the_scenarios_not_checked_are_read_from_every_name_a_run_gives() -> Non
         None,
         0.1,
     )
-    markdown = ci_outputs.for_gate(gate.Gate((row,)), "ci").markdown
+    markdown = ci.for_gate(gate.Gate((row,)), "ci").markdown
     assert markdown.count(NOT_CHECKED) == 1
 
 
 # ---- fuzz's campaign and explore's exploration ----
 
 
-def _defect(move: tuple[str, ...], trace: str) -> ci_outputs.Defect:
+def _defect(move: tuple[str, ...], trace: str) -> records.Defect:
     reports = ((trace, f"r/{trace}.json"), (trace[::-1], f"r/{trace[::-1]}.json"))
     story = "peftlife counterexample: ownership_follows_residency\n..."
-    return ci_outputs.Defect(
+    return records.Defect(
         "ownership_follows_residency", move, 3, (1, 0), "default", 4, True, trace,
         f"r/{trace}.json", reports, story,
     )  # fmt: skip
@@ -211,11 +239,11 @@ def _defect(move: tuple[str, ...], trace: str) -> ci_outputs.Defect:
 
 def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held() -> None:
     defects = (_defect(("suspend_request",), "1234abcd"), _defect((), "5678ef00"))
-    campaign = ci_outputs.CampaignSummary(
+    campaign = records.CampaignSummary(
         "mutant:x", "ci", ("default", "kv-pressure"), 2, 7, 120, 3.5, 6, defects,
         crashes=("worker 1 died (exit code 3) in scenario default",),
     )  # fmt: skip
-    outputs = ci_outputs.for_campaign(campaign)
+    outputs = ci.for_campaign(campaign)
     assert (outputs.command, outputs.summary) == ("fuzz", campaign)
     names = [case.name for case in outputs.cases]
     assert names == [
@@ -226,9 +254,9 @@ def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held()
     assert all(case.failure for case in outputs.cases)
     assert outputs.cases[0].failure == "counterexample: ownership_follows_residency, found 3 times"
     assert "r/dcba4321.json" in outputs.cases[0].details  # every report of the defect
-    xml = ci_outputs.render_junit("peftlife fuzz", outputs.cases)
+    xml = junit.render("peftlife fuzz", outputs.cases)
     assert 'tests="3" failures="3"' in xml
-    data = campaign.to_json()
+    data = json_of.of(campaign)
     assert data["ok"] is False and data["found"] == 6
     assert [d["reports"] for d in data["defects"]] == [dict(d.reports) for d in defects]
     # Every trace is a finding, so the summary is a baseline of the whole campaign.
@@ -236,36 +264,36 @@ def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held()
     assert "- crash: worker 1 died" in outputs.markdown
 
     held = attrs.evolve(campaign, found=0, defects=(), crashes=())
-    (case,) = ci_outputs.for_campaign(held).cases
+    (case,) = ci.for_campaign(held).cases
     assert (case.name, case.classname, case.failure, case.seconds) == ("all", "mutant:x", None, 3.5)
-    assert held.to_json()["ok"] is True and held.to_json()["findings"] == []
-    assert "passed (ci profile)" in held.markdown()
-    assert "notes" not in held.to_json() and "note" not in held.markdown()
+    assert json_of.of(held)["ok"] is True and json_of.of(held)["findings"] == []
+    assert "passed (ci profile)" in step_summary.campaign(held)
+    assert "notes" not in json_of.of(held) and "note" not in step_summary.campaign(held)
 
 
 def test_a_campaign_in_a_scenario_told_nothing_in_flight_notes_that_14_was_not_checked() -> None:
-    campaign = ci_outputs.CampaignSummary(
+    campaign = records.CampaignSummary(
         "reference", "ci", ("default", "overlap-empty"), 1, 1, 50, 1.0, 0, ()
     )
-    (note,) = campaign.to_json()["notes"]
+    (note,) = json_of.of(campaign)["notes"]
     assert note.startswith(NOT_CHECKED)
-    assert campaign.markdown().count(NOT_CHECKED) == 1
-    assert f"- note: {NOT_CHECKED}" in campaign.markdown()
+    assert step_summary.campaign(campaign).count(NOT_CHECKED) == 1
+    assert f"- note: {NOT_CHECKED}" in step_summary.campaign(campaign)
 
 
 def test_an_exploration_is_one_junit_case() -> None:
-    held = ci_outputs.ExplorationSummary("reference", "default", 42, 3, 3, 100, True, 0.5)
-    (case,) = ci_outputs.for_exploration(held, "", "").cases
+    held = records.ExplorationSummary("reference", "default", 42, 3, 3, 100, True, 0.5)
+    (case,) = ci.for_exploration(held, "", "").cases
     assert (case.name, case.classname, case.failure) == ("default", "reference", None)
-    assert held.to_json()["findings"] == [] and held.warnings() == []
-    finding = ci_outputs.Finding("drain_completes", "abcd1234", "r/x_abcd1234.json")
+    assert json_of.of(held)["findings"] == [] and held.warnings() == []
+    finding = records.Finding("drain_completes", "abcd1234", "r/x_abcd1234.json")
     found = attrs.evolve(held, finding=finding)
-    outputs = ci_outputs.for_exploration(found, "the story", "### the report")
+    outputs = ci.for_exploration(found, "the story", "### the report")
     (case,) = outputs.cases
     assert (case.failure, case.details) == ("counterexample: drain_completes", "the story")
     assert ("peftlife_report", "r/x_abcd1234.json") in case.properties
     assert outputs.markdown.rstrip().endswith("### the report")
-    assert found.to_json()["findings"] == [attrs.asdict(finding)]
+    assert json_of.of(found)["findings"] == [attrs.asdict(finding)]
 
 
 # ---- baseline and excluded invariants ----
@@ -384,10 +412,10 @@ def test_invariants_lists_every_invariant_with_its_meaning(
 ) -> None:
     assert cli.main(["invariants"]) == cli.EXIT_HELD
     out = capsys.readouterr().out
-    for name, meaning in catalogue.meanings().items():
-        assert name in out
-        assert meaning.split()[1] in out
-    assert "drain_completes" in out
+    for invariant in registry.REGISTRY:
+        assert invariant.name in out
+        assert invariant.meaning.split()[1] in out
+    assert "drain_completes" in out and "the overlap executor" in out
 
 
 def test_mutants_list_runs_nothing(capsys: pytest.CaptureFixture[str]) -> None:
@@ -436,7 +464,7 @@ def test_off_a_terminal_a_heartbeat_line_says_the_run_is_alive() -> None:
     stream = io.StringIO()
     console = Console(file=io.StringIO(), force_terminal=False)
     with progress(console, "checking x", 300, show=True, heartbeat=0.02, stream=stream) as tick:
-        tick(12, 40)
+        tick(events.ExamplesRan(12, 40))
         time.sleep(0.2)
     lines = stream.getvalue().splitlines()
     assert lines, "no heartbeat"
@@ -447,7 +475,7 @@ def test_on_a_terminal_a_bar_shows_the_totals() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=100, color_system=None)
     with progress(console, "checking x", 300, show=True) as tick:
-        tick(12, 40)
+        tick(events.ExamplesRan(12, 40))
         time.sleep(0.3)
     assert "12/300" in out.getvalue()
 
@@ -456,17 +484,23 @@ def test_while_a_finding_shrinks_the_heartbeat_and_the_bar_say_so() -> None:
     stream = io.StringIO()
     console = Console(file=io.StringIO(), force_terminal=False)
     with progress(console, "checking x", 300, show=True, heartbeat=0.02, stream=stream) as tick:
-        tick(12, 40)
-        tick.shrinking(ShrinkProgress(replays=7, best_actions=3))
+        tick(events.ExamplesRan(12, 40))
+        tick(events.ShrinkStep(replays=7, best_actions=3))
         time.sleep(0.2)
     assert (
         "checking x: 12/300 examples, 40 iterations, shrinking: 7 replays, best 3 actions,"
         in (stream.getvalue().splitlines()[-1])
     )
+    stream = io.StringIO()
+    with progress(console, "checking x", 300, show=True, heartbeat=0.02, stream=stream) as tick:
+        tick(events.ExamplesRan(12, 40))
+        tick(events.PhaseStarted("shrinking"))  # before its first step: said at once
+        time.sleep(0.2)
+    assert "12/300 examples, 40 iterations, shrinking, " in stream.getvalue().splitlines()[-1]
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=160, color_system=None)
     with progress(console, "checking x", 300, show=True) as tick:
-        tick.shrinking(ShrinkProgress(replays=7, best_actions=3))
+        tick(events.ShrinkStep(replays=7, best_actions=3))
         time.sleep(0.3)
     assert "shrinking: 7 replays, best 3 actions" in out.getvalue()
 
@@ -478,8 +512,8 @@ def test_check_and_the_gate_tell_their_progress_the_shrink_phase(
     phases: list[str | None] = []
 
     @contextlib.contextmanager
-    def recording(*args: object, **kwargs: object) -> Iterator[Tick]:
-        yield Tick(lambda done, iterations, phase: phases.append(phase))
+    def recording(*args: object, **kwargs: object) -> Iterator[Display]:
+        yield Display(lambda done, iterations, phase: phases.append(phase))
 
     monkeypatch.setattr(check, "progress", recording)
     monkeypatch.setattr(mutants, "progress", recording)
@@ -488,7 +522,7 @@ def test_check_and_the_gate_tell_their_progress_the_shrink_phase(
         monkeypatch.setattr(gate, "CATALOGUE", CATALOGUE[:1])
         monkeypatch.setattr(scenarios, "shipped_names", lambda: ["default"])
         argv = ["mutants", "--profile", "ci", "--jobs", "1"]
-        monkeypatch.setattr(gate, "_NEWS_EVERY", 0.0)
+        monkeypatch.setattr(gate, "SHRINK_NEWS_EVERY", 0.0)
     else:
         argv = [*FOUND, "--report-dir", str(tmp_path)]
     cli.main(argv)
@@ -499,7 +533,7 @@ def test_quiet_means_no_progress() -> None:
     stream = io.StringIO()
     console = Console(file=io.StringIO(), force_terminal=True)
     with progress(console, "x", 3, show=False, heartbeat=0.01, stream=stream) as tick:
-        tick(1, 1)
+        tick(events.ExamplesRan(1, 1))
         time.sleep(0.05)
     assert stream.getvalue() == ""
     assert console.file.getvalue() == ""  # type: ignore[attr-defined]

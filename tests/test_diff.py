@@ -291,6 +291,32 @@ def test_diff_reports_a_divergence_in_every_format(tmp_path: Path) -> None:
     failure = case.find("failure")
     assert failure is not None and "divergence at iteration" in (failure.get("message") or "")
     assert "diverge at iteration" in summary.read_text("utf-8")
+    # Derandomized under ci, and said so; the command that diffs again.
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["peftlife_seed"] == "derandomized"
+    rerun = f"peftlife diff reference {MUTANT} --scenario {OPT_IN} --profile ci"
+    assert props["peftlife_rerun"] == rerun
+    assert props["peftlife_report"] == str(json_path)
+
+
+def test_a_random_diff_reports_its_seed_and_replays_it(tmp_path: Path) -> None:
+    """Under a random profile the diff picks its seed, as check does: the report and the
+    JUnit file name it, not "derandomized"."""
+    junit_file = tmp_path / "junit.xml"
+    code, out = run(
+        *("diff", "reference", MUTANT, "--scenario", OPT_IN, "--profile", "dev", "-q"),
+        *("--report-dir", str(tmp_path), "--junit-xml", str(junit_file)),
+    )
+    assert code in (0, 1), out
+    case = ET.parse(junit_file).getroot().find(".//testcase")
+    assert case is not None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    seed = props["peftlife_seed"]
+    assert seed.isdigit(), props
+    assert props["peftlife_rerun"].endswith(f"--profile dev --seed {seed}")
+    if code == 1:
+        (json_path,) = tmp_path.glob("diff_*.json")
+        assert json.loads(json_path.read_text("utf-8"))["seed"] == int(seed)
 
 
 def test_diff_exits_0_when_nothing_diverges(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from rich.console import Console
 
 import peftlife
 from peftlife import reports
-from peftlife.doors.cli.tell import warn_unreached
+from peftlife.doors.outputs.story import warn_unreached
 from peftlife.search import profiles
 from peftlife.search.hunt import SearchResult, search
 from peftlife.search.scenarios import load, shipped_names
@@ -100,7 +100,7 @@ def test_the_skeleton_page_says_it_holds_under_the_overlap_executor() -> None:
     """Its section names every shipped overlap scenario, each searched by the test above."""
     page = (ROOT / "docs" / "skeleton.md").read_text("utf-8")
     section = page.split("## Under the overlap executor", 1)[1]
-    overlap = [n for n in shipped_names() if load(n).executor == "overlap"]
+    overlap = [n for n in shipped_names() if load(n).overlap]
     assert overlap
     for name in overlap:
         assert f"`{name}`" in section, name
@@ -179,3 +179,15 @@ def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
         if "replay" in line:
             held = "every invariant held" in run.stdout
             assert held == (expected_exit(line) == 0), run.stdout
+
+
+def test_the_invariants_page_has_the_registrys_table_of_sources() -> None:
+    """docs/invariants.md's table is ``peftlife invariants --sources``, row for row."""
+    from peftlife.checker.registry import REGISTRY
+    from peftlife.doors.cli.invariants import sources_table
+
+    page = (ROOT / "docs" / "invariants.md").read_text("utf-8")
+    assert sources_table() in page
+    # Every numbered rule the page explains is a record, under its name.
+    explained = re.findall(r"^\*\*(\d+b?)\. `(\w+)`\*\*", page, flags=re.M)
+    assert set(explained) == {(i.number, i.name) for i in REGISTRY if i.number}

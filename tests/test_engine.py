@@ -14,14 +14,15 @@ import attrs
 import pytest
 from tests.bad_schedulers import OutputRaises
 
-from peftlife.checker.invariants import check
+from peftlife.checker import registry
+from peftlife.checker.invariants import Violation
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import Residency
 from peftlife.world.protocol import Environment, SchedulerOutput
 from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import Snapshot
 from peftlife.world.watchdog import WATCHDOG, Watchdog
 
@@ -36,6 +37,11 @@ def make(**config: Any) -> Engine:
     # recompute-paused request is tested below, under its own heading.
     config.setdefault("recompute_teardown", "scheduler_only")
     return Engine(EngineConfig(**config), ReferenceScheduler)
+
+
+def check(snap: Snapshot) -> list[Violation]:
+    """Every invariant of a snapshot: every engine here runs the simple loop."""
+    return registry.check(snap, EngineConfig())
 
 
 def step(engine: Engine) -> Snapshot:

@@ -15,8 +15,8 @@ import pytest
 from rich.console import Console
 
 from peftlife.doors import cli
-from peftlife.doors.cli.tell import warn_unreached
-from peftlife.doors.progress import Tick
+from peftlife.doors.outputs.progress import Display
+from peftlife.doors.outputs.story import warn_unreached
 from peftlife.search.hunt import SearchResult
 from peftlife.search.machine import COVERAGE_LABELS
 
@@ -50,9 +50,9 @@ def test_explore_s_progress_counts_the_states_as_they_are_explored(
     seen: list[tuple[int, int]] = []
 
     @contextmanager
-    def recorded(*args: Any, **kwargs: Any) -> Iterator[Tick]:
+    def recorded(*args: Any, **kwargs: Any) -> Iterator[Display]:
         assert kwargs["unit"] == "states"
-        yield Tick(lambda done, iterations, phase: seen.append((done, iterations)))
+        yield Display(lambda done, iterations, phase: seen.append((done, iterations)))
 
     monkeypatch.setattr(cli.explore, "progress", recorded)
     assert cli.main(["explore", "--scenario", "kv-pressure", "--depth", "2"]) == cli.EXIT_HELD

@@ -29,6 +29,7 @@ from rich.console import Console
 
 from peftlife.doors import fuzz
 from peftlife.reports import Case, load_json, replay, to_json, write
+from peftlife.search import events
 from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
 from peftlife.search.shrink import ShrinkProgress
 from peftlife.search.trace import Action
@@ -362,6 +363,8 @@ def test_a_campaign_leaves_summary_json_junit_and_a_step_summary_each_defect_a_f
         MUTANT, ["default"], 1, 1
     )  # fmt: skip
     assert f"{data['examples']} examples in" in result.stdout
+    assert data["rerun"].startswith(f"peftlife fuzz --sut {MUTANT} --scenario default")
+    assert data["rerun"].endswith("--max-examples 10 --seed 1")
     defects = data["defects"]
     assert defects and sum(d["found"] for d in defects) == data["found"] >= 1
     assert f"{data['found']} finding" in result.stdout
@@ -386,6 +389,10 @@ def test_a_campaign_leaves_summary_json_junit_and_a_step_summary_each_defect_a_f
         )  # fmt: skip
         assert props["peftlife_report"] == defect["report"]
         assert props["peftlife_found"] == str(defect["found"])
+        # Its shortest finding's slice, searched again by check under that slice's seed.
+        rerun = f"peftlife check --sut {MUTANT} --scenario default --profile ci --seed"
+        assert props["peftlife_rerun"] == defect["rerun"] == f"{rerun} {defect['seed']}"
+        assert props["peftlife_seed"] == str(defect["seed"])
         failure = case.find("failure")
         assert failure is not None
         assert (failure.text or "").startswith(f"peftlife counterexample: {defect['invariant']}")
@@ -420,6 +427,8 @@ def test_a_campaign_that_holds_is_one_passing_junit_case_in_the_github_step_summ
     (case,) = root.iter("testcase")
     assert (case.get("name"), case.get("classname")) == ("default", "reference")
     assert case.find("failure") is None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert (props["peftlife_seed"], props["peftlife_rerun"]) == ("1", data["rerun"])
     text = step.read_text("utf-8")
     assert text.startswith("earlier step\n### peftlife fuzz: passed (ci profile)")
     assert "no finding, every example held" in text
@@ -595,9 +604,9 @@ class _Pipe:
     """A worker's end of the pipe, keeping what was sent."""
 
     def __init__(self) -> None:
-        self.sent: list[tuple[Any, ...]] = []
+        self.sent: list[events.Event] = []
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: events.Event) -> None:
         self.sent.append(message)
 
 
@@ -605,10 +614,11 @@ def test_a_worker_tells_how_its_shrink_goes_and_the_table_and_heartbeat_show_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipe = _Pipe()
-    news = fuzz._shrink_news(0, pipe)
+    news = events.shrinking(pipe.send, 0, fuzz.SHRINK_NEWS_EVERY)
     news(ShrinkProgress(replays=3, best_actions=2))
     news(ShrinkProgress(replays=4, best_actions=2))  # too soon after the first: not sent
-    assert pipe.sent == [("shrinking", 0, "shrinking: 3 replays, best 2 actions")]
+    assert pipe.sent == [events.ShrinkStep(3, 2, source=0)]
+    assert pipe.sent[0].describe() == "shrinking: 3 replays, best 2 actions"
 
     out = io.StringIO()
     console = Console(file=out, width=200, force_terminal=False)
@@ -619,7 +629,7 @@ def test_a_worker_tells_how_its_shrink_goes_and_the_table_and_heartbeat_show_it(
     assert "shrinking: 3 replays, best 2 actions" in out.getvalue()
     monkeypatch.setattr(fuzz, "_HEARTBEAT_S", 0.0)
     with campaign._display() as beat:
-        beat()
+        beat(events.ExamplesRan(campaign.examples))
     assert "worker 0 shrinking: 3 replays, best 2 actions" in out.getvalue().splitlines()[-1]
-    campaign._handle(("examples", 0, 7))  # any other news: the shrink is over
+    campaign._handle(events.ExamplesRan(7, source=0))  # any other news: the shrink is over
     assert campaign.workers[0].shrinking is None

@@ -17,7 +17,7 @@ import hypothesis
 import pytest
 
 from peftlife import sut
-from peftlife.search import diff, gate, profiles, scenarios
+from peftlife.search import diff, events, gate, profiles, scenarios
 from peftlife.search.gate import Gate, GateFileError, GateRow, Kind
 from peftlife.search.hunt import SLICE, hunt
 from peftlife.sut.mutants import CATALOGUE, Mutant
@@ -37,8 +37,8 @@ OVERLAP_MUTANTS = [m for m in CATALOGUE if m.overlap]
 def test_an_overlap_mutant_is_the_reference_under_the_simple_loop(mutant: Mutant) -> None:
     """Why the gate hunts it through the overlap scenarios only: no other tells it apart."""
     hunted = gate.hunted_scenarios(mutant)
-    assert hunted and all(scenarios.load(name).executor == "overlap" for name in hunted)
-    simple = [n for n in scenarios.shipped_names() if scenarios.load(n).executor == "simple"]
+    assert hunted and all(scenarios.load(name).overlap for name in hunted)
+    simple = [n for n in scenarios.shipped_names() if not scenarios.load(n).overlap]
     assert set(scenarios.shipped_names()) - set(simple) >= set(hunted)
     paired = diff.paired_with(sut.load(f"mutant:{mutant.name}"))
     settings = hypothesis.settings(profiles.for_search(profiles.get("ci")), max_examples=SLICE)
@@ -63,9 +63,7 @@ def test_a_scheduler_teardown_mutant_is_hunted_where_the_scheduler_tears_down() 
     }
     for mutant in opt_in:
         hunted = gate.hunted_scenarios(mutant)
-        assert hunted and all(
-            scenarios.load(n).recompute_teardown == "scheduler_only" for n in hunted
-        )
+        assert hunted and all(scenarios.load(n).scheduler_tears_down for n in hunted)
         assert not set(hunted) & set(scenarios.shipped_names())
 
 
@@ -150,3 +148,22 @@ def test_a_file_that_is_no_gate_is_refused(tmp_path: Path, text: str, problem: s
     path.write_text(text, "utf-8")
     with pytest.raises(GateFileError, match=problem):
         gate.read(path)
+
+
+def test_worker_processes_tell_the_gate_their_shrink_as_typed_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a worker tells reaches the caller's handler as the events it sent, named by
+    mutant; the count of runs ended follows, and the news ends when the shrink does."""
+    monkeypatch.setattr(gate, "SHRINK_NEWS_EVERY", 0.0)  # workers fork: they see it too
+    mutant = CATALOGUE[0]
+    runs = (gate.ReferenceRun("default", "ci"), gate.MutantRun(mutant, "ci"))
+    heard: list[events.Event] = []
+    table = gate.run_gate(runs, jobs=2, emit=heard.append)
+    assert [row.kind for row in table.rows] == [Kind.REFERENCE, Kind.MUTANT]
+    assert table.rows[1].shrunk_steps is not None
+    steps = [e for e in heard if isinstance(e, events.ShrinkStep)]
+    assert steps and {e.source for e in steps} == {mutant.name}
+    assert steps[-1].describe().startswith(f"{mutant.name} shrinking: ")
+    counts = [e.done for e in heard if isinstance(e, events.ExamplesRan)]
+    assert counts == sorted(counts) and counts[-1] == 2

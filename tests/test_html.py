@@ -183,7 +183,7 @@ def test_a_simple_loop_page_has_no_overlap_mark(replayed: dict[str, Outcome]) ->
 
 def test_verdict_words_come_from_the_checker() -> None:
     assert verdict_words("ownership_follows_residency").startswith("Started and ACTIVE")
-    assert verdict_words("drain_completes").startswith("Once arrivals stop")
+    assert verdict_words("drain_completes").startswith("With arrivals stopped")
     assert verdict_words("made_up_rule") == "made up rule"
 
 

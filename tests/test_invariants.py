@@ -14,24 +14,19 @@ from collections.abc import Callable, Iterable
 import attrs
 import pytest
 
+from peftlife.checker import registry
 from peftlife.checker.drain import DrainResult, _drained_empty, can_drain, drain, drain_bound
-from peftlife.checker.invariants import (
-    INVARIANTS,
-    OVERLAP_ONLY,
-    Subject,
-    Violation,
-    check,
-    expected_ownership,
-)
+from peftlife.checker.invariants import Subject, Violation, expected_ownership
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import NO_CACHE, CacheView, PoolView, Residency
+from peftlife.world.kv import NO_CACHE, CacheView, PoolView
 from peftlife.world.ledger import Args, Call, Caller, Component, Facts
 from peftlife.world.output import runnable
 from peftlife.world.peft import CacheEntryView
 from peftlife.world.protocol import SchedulerOutput
 from peftlife.world.request import LlmRequestState
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import (
     AdapterView,
     FieldWrite,
@@ -257,8 +252,18 @@ def with_errors(s: Snapshot, *errors: StepError) -> Snapshot:
     return with_step(s, errors=errors)
 
 
+# The hand-built snapshots are of a simple-loop world.
+WORLD = EngineConfig()
+
+
+def check(s: Snapshot) -> list[Violation]:
+    return registry.check(s, WORLD)
+
+
 def run(name: str, s: Snapshot) -> list[Violation]:
-    return list(INVARIANTS[name](s))
+    rule = registry.BY_NAME[name].check
+    assert rule is not None
+    return list(rule(s))
 
 
 def assert_flags(name: str, s: Snapshot, subject: str) -> list[Violation]:
@@ -288,7 +293,7 @@ def only(name: str, s: Snapshot, subject: str) -> Violation:
 
 
 def test_invariants_are_the_twelve_of_the_spec_in_order() -> None:
-    assert list(INVARIANTS) == [
+    assert list(registry.names()) == [
         "ownership_follows_residency",
         "exclusive_ownership",
         "no_phantom_owner",
@@ -301,6 +306,7 @@ def test_invariants_are_the_twelve_of_the_spec_in_order() -> None:
         "draft_mirrors_target",
         "pages_conserved",
         "no_scheduler_caused_fault",
+        "drain_completes",
         "retiring_keeps_its_place",
         "in_flight_pin",
         "nothing_after_teardown",
@@ -418,7 +424,8 @@ def test_a_second_idempotent_free_is_not_a_violation() -> None:
 
 def test_every_invariant_has_a_break() -> None:
     # The overlap executor's three are broken at their edges in tests/test_overlap.py.
-    assert sorted(name for name, _, _ in BREAKS) == sorted(set(INVARIANTS) - set(OVERLAP_ONLY))
+    everywhere = {i.name for i in registry.REGISTRY if i.check and i.scope is registry.EVERY_WORLD}
+    assert sorted(name for name, _, _ in BREAKS) == sorted(everywhere)
 
 
 @pytest.mark.parametrize(("name", "breaking", "subject"), BREAKS, ids=[b[0] for b in BREAKS])
@@ -1346,7 +1353,7 @@ def test_check_reports_the_steps_faults_first_then_spec_order() -> None:
     names = [v.invariant for v in check(s)]
     # A fault the engine met explains the broken state after it, so it leads.
     assert names[0] == "scheduler_protocol"
-    assert names[1:] == sorted(names[1:], key=list(INVARIANTS).index)
+    assert names[1:] == sorted(names[1:], key=registry.names().index)
     assert {"exclusive_ownership", "ownership_follows_residency", "scheduler_protocol"} <= set(
         names
     )
@@ -1588,3 +1595,39 @@ def test_the_livelock_fingerprint_covers_the_lora_eviction_order() -> None:
     assert [c.eviction_order for c in one.lora_caches] == [(1, 2), (1, 2)]
     assert [c.eviction_order for c in other.lora_caches] == [(2, 1), (2, 1)]
     assert one.world() != other.world()
+
+
+# ---- the registry: where each invariant applies ----
+
+
+def test_a_world_runs_the_checks_of_the_rules_it_holds_in_priority_order() -> None:
+    simple = [i.name for i in registry.checks(WORLD)]
+    overlap = [i.name for i in registry.checks(EngineConfig(executor="overlap"))]
+    assert simple[:3] == [
+        "scheduler_protocol",
+        "no_scheduler_caused_fault",
+        "output_lists_well_formed",
+    ]
+    assert overlap[:3] == simple[:3]
+    only_overlap = {"retiring_keeps_its_place", "in_flight_pin", "dead_stay_dead"}
+    assert set(overlap) - set(simple) == only_overlap
+    assert "drain_completes" not in overlap  # it steps an engine: the drain runs it
+
+
+def test_a_rule_a_world_could_break_but_does_not_check_is_not_checked_here() -> None:
+    told_nothing = EngineConfig(executor="overlap", inflight_ids="empty")
+    pin = registry.BY_NAME["in_flight_pin"]
+    assert pin.status(told_nothing) == "not checked here"
+    assert pin.status(WORLD) == "does not apply"
+    assert pin.status(attrs.evolve(told_nothing, in_flight_pin="always")) == "checked"
+    assert registry.not_checked(told_nothing) == (pin,)
+    assert registry.not_checked(WORLD) == ()
+    assert pin not in registry.checks(told_nothing)
+
+
+def test_every_record_says_what_it_means_and_where_it_comes_from() -> None:
+    for invariant in registry.REGISTRY:
+        assert invariant.meaning.endswith("."), invariant.name
+        assert invariant.sources, invariant.name
+    numbers = [i.number for i in registry.REGISTRY if i.number]
+    assert numbers == [*map(str, range(1, 9)), "8b", *map(str, range(9, 17))]

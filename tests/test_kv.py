@@ -11,9 +11,10 @@ import random
 
 import pytest
 
-from peftlife.world.kv import NO_CACHE, CacheView, KVCacheManager, Residency
+from peftlife.world.kv import NO_CACHE, CacheView, KVCacheManager
 from peftlife.world.ledger import Call, CallLedger, given
 from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.residency import Residency
 
 # ---- helpers ----
 
@@ -886,11 +887,10 @@ def test_ledger_follows_iteration_and_caller() -> None:
     ledger = CallLedger()
     p = KVCacheManager(device_pages=4, tokens_per_block=4, ledger=ledger)
     ledger.iteration, ledger.caller = 3, "scheduler"
-    mark = ledger.mark()
     p.prepare_context(req(1))
     ledger.caller = "free_resources"
     p.free_resources(req(1))
-    assert [(c.iteration, c.caller, c.method) for c in ledger.since(mark)] == [
+    assert [(c.iteration, c.caller, c.method) for c in ledger.calls] == [
         (3, "scheduler", "prepare_context"),
         (3, "free_resources", "free_resources"),
     ]

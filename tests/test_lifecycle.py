@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from peftlife.checker.invariants import check
+from peftlife.checker.registry import check
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import Residency
 from peftlife.world.ledger import Call
 from peftlife.world.request import LlmRequestState
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import AdapterView, Snapshot
 
 ACTIVE, SUSPENDED, NONE = Residency.ACTIVE, Residency.SUSPENDED, Residency.NONE
@@ -45,7 +45,7 @@ def step(engine: Engine) -> Snapshot:
     snap = engine.step()
     assert snap.step is not None
     assert snap.step.errors == ()
-    assert check(snap) == []
+    assert check(snap, engine.config) == []
     return snap
 
 

@@ -7,11 +7,13 @@ holds, the one where it acts is flagged, and the reference holds on the same tra
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 
 import attrs
 import pytest
 
-from peftlife.checker import invariants
+from peftlife.checker import invariants, registry
+from peftlife.checker.invariants import Violation
 from peftlife.reports.case import Case, _plain, to_json, trace_hash
 from peftlife.search import scenarios, shrink
 from peftlife.search.trace import Action, apply, checked_replay
@@ -29,7 +31,7 @@ def _steps(config: EngineConfig, factory: object, actions: list[Action]) -> list
     return [s for s in (apply(engine, a) for a in actions) if s is not None]
 
 
-def _names(snapshot: Snapshot, check: invariants.Check) -> list[str]:
+def _names(snapshot: Snapshot, check: Callable[[Snapshot], Iterable[Violation]]) -> list[str]:
     return [v.invariant for v in check(snapshot)]
 
 
@@ -84,7 +86,7 @@ def test_a_held_batch_is_prepared_but_not_launched() -> None:
     assert snap.step is not None and snap.step.overlap is not None
     assert snap.step.overlap.held and not snap.step.batch_ran
     assert snap.in_flight == () and snap.request(rid).position == 0  # type: ignore[union-attr]
-    assert invariants.check(snap) == []
+    assert registry.check(snap, engine.config) == []
 
 
 def test_a_single_rank_never_holds_a_batch() -> None:
@@ -114,7 +116,7 @@ def test_batch_waiting_and_the_kv_cap_drop_context_requests(
     assert set(snap.step.output.context) == {second, third}
     assert first in snap.in_flight
     assert tuple(r for r in (second, third) if r in snap.in_flight) == kept
-    assert invariants.check(snap) == []
+    assert registry.check(snap, engine.config) == []
 
 
 def test_the_simple_loop_ignores_the_overlap_actions() -> None:
@@ -205,7 +207,8 @@ def test_13_a_retiring_request_taken_as_a_victim_is_flagged() -> None:
     assert _names(inside, check) == []
     assert _names(past, check) == ["retiring_keeps_its_place"]
     assert all(
-        not invariants.check(s) for s in _steps(RETIRING, ReferenceScheduler, RETIRING_TRACE)
+        not registry.check(s, RETIRING)
+        for s in _steps(RETIRING, ReferenceScheduler, RETIRING_TRACE)
     )
 
 
@@ -236,7 +239,8 @@ def test_14_an_in_flight_member_recompute_paused_is_flagged() -> None:
     assert _names(inside, check) == []
     assert _names(past, check) == ["in_flight_pin"]
     assert all(
-        not invariants.check(s) for s in _steps(PRESSURE, ReferenceScheduler, PRESSURE_TRACE)
+        not registry.check(s, PRESSURE)
+        for s in _steps(PRESSURE, ReferenceScheduler, PRESSURE_TRACE)
     )
 
 
@@ -245,9 +249,11 @@ def test_14_is_not_checked_when_the_scheduler_is_told_nothing_unless_opted_in() 
         **{**_plain(PRESSURE), "adapter_pages": ((1, 1),), "inflight_ids": "empty"}
     )
     snaps = _steps(empty, mutants.DoubleTeardown, PRESSURE_TRACE)
-    assert all(_names(s, invariants.in_flight_pin) == [] for s in snaps)
+    assert registry.not_checked(empty) == (registry.BY_NAME["in_flight_pin"],)
+    assert all("in_flight_pin" not in _names(s, lambda s: registry.check(s, empty)) for s in snaps)
     always = attrs.evolve(empty, in_flight_pin="always")
     assert always.in_flight_checked and not always.in_flight_told
+    assert registry.not_checked(always) == ()
     snaps = _steps(always, mutants.DoubleTeardown, PRESSURE_TRACE)
     assert all(
         s.step is not None and s.step.overlap is not None and s.step.overlap.in_flight_checked
@@ -267,7 +273,7 @@ def test_15_a_recompute_paused_member_ending_by_eos_is_freed_twice_as_upstream()
     assert frees.count("free_resources") >= 1 and "recompute_teardown" in frees
     assert _names(past, invariants.nothing_after_teardown) == []
     assert _names(past, invariants.in_flight_pin) == ["in_flight_pin"]
-    assert all(not invariants.check(s) for s in _steps(PRESSURE, ReferenceScheduler, trace))
+    assert all(not registry.check(s, PRESSURE) for s in _steps(PRESSURE, ReferenceScheduler, trace))
 
 
 # The executor frees a recompute-paused request after the scheduler did: request 2
@@ -297,7 +303,7 @@ def test_15_the_executor_finishing_a_recompute_pause_is_upstreams_teardown() -> 
     assert step is not None
     frees = [c.caller for c in step.calls if c.method == "free_resources" and c.request_id == 2]
     assert frees == ["scheduler", "recompute_teardown"]
-    assert all(not invariants.check(s) for s in snaps)
+    assert all(not registry.check(s, UPSTREAM_TEARDOWN) for s in snaps)
 
 
 class ListsTheDead(ReferenceScheduler):

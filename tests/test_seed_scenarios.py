@@ -30,14 +30,16 @@ import attrs
 import pytest
 
 from peftlife.checker.drain import DrainResult, can_drain, drain
-from peftlife.checker.invariants import Violation, check, ownership_follows_residency
+from peftlife.checker.invariants import Violation, ownership_follows_residency
+from peftlife.checker.registry import check
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import KVCacheManager, Residency
+from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Args, Facts, given
 from peftlife.world.protocol import SchedulerFactory
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import Snapshot
 
 Pool = Literal["target", "draft"]
@@ -265,7 +267,7 @@ def run_scenario(scenario: Scenario, factory: SchedulerFactory) -> Observation:
             case Step():
                 snapshot = engine.step()
                 snapshots.append(snapshot)
-                violations.extend(check(snapshot))
+                violations.extend(check(snapshot, engine.config))
             case Cancel(label):
                 engine.cancel(ids[label])
             case RefuseResume(pool):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from peftlife.checker.drain import drain
-from peftlife.checker.invariants import check
+from peftlife.checker.registry import check
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
@@ -48,7 +48,8 @@ def soak(config: EngineConfig, seed: int, iterations: int = ITERATIONS) -> dict[
                 pool.fail_next_grows()
             counts["faults"] += 1
         snapshot = engine.step()
-        assert check(snapshot) == [], [str(v) for v in check(snapshot)]
+        found = check(snapshot, engine.config)
+        assert found == [], [str(v) for v in found]
         for call in snapshot.step.calls if snapshot.step else ():
             if call.caller == "scheduler" and call.component == "target":
                 counts["suspends"] += call.method == "suspend_request"

@@ -31,9 +31,9 @@ from tests.test_invariants import (
 )
 from tests.test_report import DRAIN_CASE
 
-from peftlife.checker import catalogue
+from peftlife.checker import registry
 from peftlife.checker.drain import _drained_empty
-from peftlife.checker.invariants import OVERLAP_ONLY, Violation, check
+from peftlife.checker.invariants import Violation
 from peftlife.reports import Case, Outcome, Step, story
 from peftlife.reports.case import replay
 from peftlife.reports.html import render_html
@@ -51,7 +51,8 @@ def _one_step(violations: list[Violation], world: Snapshot) -> tuple[Case, Outco
 
 
 def _checked(name: str, world: Snapshot) -> tuple[Case, Outcome]:
-    return _one_step([v for v in check(world) if v.invariant == name], world)
+    found = registry.check(world, STEP.config)
+    return _one_step([v for v in found if v.invariant == name], world)
 
 
 # A request refused as not cached after it had registered fails and leaves the world.
@@ -140,7 +141,8 @@ def subjects(outcome: Outcome) -> dict[str, str]:
 
 def test_every_invariant_of_the_catalogue_has_its_subjects_here() -> None:
     # The overlap executor's four are told in tests/test_overlap.py.
-    assert {name for _, name, _ in SHAPES} == set(catalogue.names()) - set(OVERLAP_ONLY)
+    everywhere = {i.name for i in registry.REGISTRY if i.scope is registry.EVERY_WORLD}
+    assert {name for _, name, _ in SHAPES} == everywhere
     for _, name, (_, outcome) in SHAPES:
         assert {v.invariant for v in outcome.violations} == {name}
     # Every kind of row is among them: requests, adapters, a request that ended.

@@ -194,7 +194,7 @@ def test_the_suspend_without_release_defect_is_found_by_search() -> None:
 # The simple loop's scenarios. Under the overlap executor the overlap tests below replay
 # the traces that matter instead.
 @pytest.mark.parametrize(
-    "scenario", [n for n in scenarios.shipped_names() if scenarios.load(n).executor == "simple"]
+    "scenario", [n for n in scenarios.shipped_names() if not scenarios.load(n).overlap]
 )
 def test_the_correct_variant_holds_in_every_simple_loop_scenario(scenario: str) -> None:
     # Its phase 2 keeps upstream's D5 (docs/upstream-findings.md): with a host tier it

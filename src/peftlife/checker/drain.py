@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from peftlife.checker.invariants import Subject, Violation, check, kept
+from peftlife.checker import registry
+from peftlife.checker.invariants import Subject, Violation, kept
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 from peftlife.world.protocol import STATELESS_DECLARATION
@@ -102,10 +103,13 @@ def can_drain(config: EngineConfig, requests: list[tuple[int | None, int, int]])
     return drain_premise_broken(config, requests) is None
 
 
-def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check) -> DrainResult:
+def drain(
+    engine: Engine, checker: Callable[[Snapshot], list[Violation]] | None = None
+) -> DrainResult:
     """Stop arrivals, clear faults and step until every request has ended.
 
-    Checks every invariant after each step, then that nothing is held. A world
+    Checks every invariant the world holds (``registry.check``, unless ``checker``
+    says otherwise) after each step, then that nothing is held. A world
     that repeats exactly ends the drain early as a livelock, but only for a
     scheduler that declares ``keeps_no_state_between_passes = True``
     (``Engine.state_declaration``). The declaration is read when there is
@@ -113,6 +117,7 @@ def drain(engine: Engine, checker: Callable[[Snapshot], list[Violation]] = check
     ``scheduler_protocol`` finding at the first drain iteration, as a raise in
     a pass is.
     """
+    checker = checker or registry.checker(engine.config)
     engine.clear_faults()
     bound = drain_bound(engine)
     binds = can_drain(

@@ -1,9 +1,12 @@
-"""The checker: the invariants of docs/invariants.md as pure functions of a snapshot.
+"""The checker's rules as pure functions of a snapshot, and what a violation says.
 
-Each invariant has a stable snake_case name (reports, CI filters and the
-mutant catalogue use it) and returns the violations it finds, each naming the
-request or adapter, what was expected and what was found. ``check`` runs them
-all; ``drain`` is the end-of-run invariant 12, which needs an engine to step.
+Each function judges one invariant of docs/invariants.md and yields the
+violations it finds under the invariant's stable snake_case name (reports, CI
+filters and the mutant catalogue use it), each naming the request or adapter,
+what was expected and what was found. Which rules run in which world, in what
+order, what each means and where it comes from is the registry's
+(``checker.registry``); the drain, invariant 12, needs an engine to step
+(``checker.drain``).
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from contextvars import ContextVar
 import attrs
 
 from peftlife.world import output
-from peftlife.world.kv import Residency
-from peftlife.world.ledger import Call
+from peftlife.world.ledger import Call, Method
 from peftlife.world.request import LlmRequestState
-from peftlife.world.snapshot import AdapterView, RequestView, Snapshot
+from peftlife.world.residency import Residency
+from peftlife.world.snapshot import AdapterView, OverlapStep, RequestView, Snapshot
 
 
 @attrs.frozen
@@ -76,12 +79,6 @@ class Violation:
 
 
 Check = Callable[[Snapshot], Iterator[Violation]]
-INVARIANTS: dict[str, Check] = {}
-
-
-def invariant(fn: Check) -> Check:
-    INVARIANTS[fn.__name__] = fn
-    return fn
 
 
 def _request(rid: int | None, lora: int | None, lead: str = "") -> Subject:
@@ -156,15 +153,7 @@ def _owns_as_expected(expected: str, found: str) -> bool:
     return found == expected
 
 
-@invariant
 def ownership_follows_residency(s: Snapshot) -> Iterator[Violation]:
-    """1. Started and ACTIVE owns actively (a context request not run in this
-    iteration may still be paused: the executor registers it when it runs); started
-    and SUSPENDED is paused; unstarted
-    and never registered owns nothing; recompute-pending is not active (paused, where
-    the executor leaves the teardown to the scheduler: opt-in). Source: the C++
-    PeftCacheManager updateTaskState, scheduler_v2.py (release on suspend,
-    registration on resume), py_executor.py _terminate_recompute_paused_requests."""
     adapters = {a.task_id: a for a in s.adapters}
     scheduler_tears_down = s.step is not None and s.step.scheduler_tears_down
     scheduled = {v.request_id for v in s.step.after_prepare} if s.step is not None else set()
@@ -189,9 +178,7 @@ def ownership_follows_residency(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def exclusive_ownership(s: Snapshot) -> Iterator[Violation]:
-    """2. No request is both active and paused on one adapter."""
     for a in s.adapters:
         for rid in sorted(a.active & a.paused):
             yield Violation(
@@ -203,10 +190,7 @@ def exclusive_ownership(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
-    """3. Every owner is a live request that registered at some point; no release
-    with pause names a request that owned nothing."""
     live = {v.request_id: v for v in s.requests}
     for a in s.adapters:
         for set_name, ids in (("active", a.active), ("paused", a.paused)):
@@ -241,6 +225,14 @@ def no_phantom_owner(s: Snapshot) -> Iterator[Violation]:
             )
 
 
+# KV calls that grow a cache (their result says whether it worked), and those that
+# leave it without this pass's allocation.
+_GROWS: frozenset[Method] = frozenset({"try_allocate_generation", "resize_context"})
+_UNDOES: frozenset[Method] = frozenset(
+    {"revert_allocate_generation", "suspend_request", "free_resources"}
+)
+
+
 @attrs.define
 class _KvTrack:
     """One request's KV as the scheduler's calls of one pass moved it."""
@@ -254,9 +246,9 @@ class _KvTrack:
         if pool == "target":
             self.active = call.facts.after is Residency.ACTIVE
             self.resumed |= call.facts.before is Residency.SUSPENDED and self.active
-        if call.method in ("try_allocate_generation", "resize_context"):
+        if call.method in _GROWS:
             self.allocated[pool] = bool(call.result)
-        elif call.method in ("revert_allocate_generation", "suspend_request", "free_resources"):
+        elif call.method in _UNDOES:
             self.allocated[pool] = False
 
 
@@ -285,11 +277,7 @@ def _registration_problem(
     return None
 
 
-@invariant
 def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
-    """4. Registration is the executor's, except on resume: the scheduler registers only
-    a started request it resumed in this pass, after its allocation succeeded, once;
-    never a first chunk, a recompute-pending request, or one already active."""
     if s.step is None:
         return
     pending = set(s.step.recompute_pending_before)
@@ -319,9 +307,7 @@ def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
                 )
 
 
-@invariant
 def device_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
-    """5. An adapter has active owners if and only if it is in use on the device."""
     for a in s.adapters:
         in_use = a.device is not None and a.device.in_use
         if bool(a.active) != in_use:
@@ -335,9 +321,7 @@ def device_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def host_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
-    """6. An adapter with any owner, active or paused, is in use on the host."""
     for a in s.adapters:
         if (a.active or a.paused) and not (a.host is not None and a.host.in_use):
             yield Violation(
@@ -350,10 +334,7 @@ def host_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
-    """7. Right after prepare_resources every scheduled request owns its adapter
-    actively and has KV ACTIVE, with room for this iteration's tokens, in every pool."""
     for view in s.step.after_prepare if s.step else ():
         subject = Subject((view.request_id,), lead="scheduled")
         if view.lora_task_id is not None and s.lora_caches and not view.owned_active:
@@ -385,10 +366,7 @@ def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
                 )
 
 
-@invariant
 def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
-    """8. The four lists are disjoint, hold live schedulable requests in the right
-    state; paused ones are started and not ACTIVE; recompute-paused ones hold no KV."""
     out = s.step.output if s.step else None
     if out is None:
         return
@@ -411,10 +389,7 @@ def output_lists_well_formed(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def scheduler_writes_only_its_own(s: Snapshot) -> Iterator[Violation]:
-    """8b. Of a request's fields the scheduler writes only its own (context_chunk_size and
-    upstream's scratch fields); the engine records and undoes any other write."""
     for w in s.step.writes if s.step else ():
         yield Violation(
             "scheduler_writes_only_its_own",
@@ -425,9 +400,7 @@ def scheduler_writes_only_its_own(s: Snapshot) -> Iterator[Violation]:
         )
 
 
-@invariant
 def draft_mirrors_target(s: Snapshot) -> Iterator[Violation]:
-    """9. A request's draft residency equals its target residency."""
     for view in s.requests:
         if view.draft is not None and view.draft.residency != view.target.residency:
             yield Violation(
@@ -439,9 +412,7 @@ def draft_mirrors_target(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def pages_conserved(s: Snapshot) -> Iterator[Violation]:
-    """10. On every tier free plus held equals capacity; only live requests hold pages."""
     live = s.live_ids
     for pool in s.pools:
         for tier, free, capacity, held in (
@@ -477,11 +448,7 @@ def pages_conserved(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
-    """11. ensure_batch never raises for a scheduled batch, and a request registered
-    before is never refused as not cached, whoever called and whoever caught it
-    (the ledger, not what reached the engine)."""
     for err in s.step.errors if s.step else ():
         if err.kind == "ensure_batch_failed":
             yield Violation(
@@ -511,7 +478,7 @@ def no_scheduler_caused_fault(s: Snapshot) -> Iterator[Violation]:
 _LEAVES_DEVICE = frozenset({Residency.SUSPENDED, Residency.NONE})
 # Calls that take pages from a cache and leave it ACTIVE: the executor's own undo of
 # a held batch's growth is its business, a scheduler's on a request on the device is not.
-_SHRINKS = frozenset({"revert_allocate_generation", "revert_allocate_context"})
+_SHRINKS: frozenset[Method] = frozenset({"revert_allocate_generation", "revert_allocate_context"})
 
 
 def _takes_from_device(call: Call, cache: str) -> str | None:
@@ -525,16 +492,13 @@ def _takes_from_device(call: Call, cache: str) -> str | None:
     return None
 
 
-@invariant
 def retiring_keeps_its_place(s: Snapshot) -> Iterator[Violation]:
-    """13. A retiring request (GENERATION_TO_COMPLETE) keeps KV ACTIVE in every pool and
-    its adapter owned actively until the executor frees it after its last read-back."""
     step = s.step
-    if step is None or step.overlap is None:
-        return  # only the overlap executor has retiring requests
+    if step is None:
+        return
     # Its last step is read back and freed within the iteration, so a retiring request
     # the pass took off the device is judged by the calls, not by the end state.
-    retiring = set(step.overlap.retiring)
+    retiring = set((step.overlap or OverlapStep()).retiring)
     for call in step.calls:
         if call.request_id not in retiring or call.caller == "free_resources":
             continue
@@ -573,20 +537,11 @@ def retiring_keeps_its_place(s: Snapshot) -> Iterator[Violation]:
                 )
 
 
-@invariant
 def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
-    """14. Between batch N's launch and its read-back, every member keeps its KV in
-    every pool and every adapter it uses stays in use on the device. Source:
-    scheduler_v2.py (the phase-1 filter, _is_evictable and _is_recompute_pause_candidate
-    skip the in-flight ids), checked when the scheduler is told batch N. Told nothing
-    (inflight_ids = "empty") it is opt-in (in_flight_pin = "always"): KV or an adapter
-    released while the batch that uses it may still run, a real fault only when device
-    work not ordered after that batch's forward reuses what was released."""
     step = s.step
-    overlap = None if step is None else step.overlap
-    if step is None or overlap is None or not overlap.in_flight_checked or not overlap.in_flight:
+    if step is None:
         return
-    members = set(overlap.in_flight)
+    members = set((step.overlap or OverlapStep()).in_flight)
     adapters: set[int] = set()
     for call in step.calls:
         if call.caller == "free_resources" and call.component != "peft":
@@ -618,23 +573,15 @@ def in_flight_pin(s: Snapshot) -> Iterator[Violation]:
                 )
 
 
-# The invariants only the overlap executor can break (docs/protocol.md).
-OVERLAP_ONLY = ("retiring_keeps_its_place", "in_flight_pin", "dead_stay_dead")
-
 # KV calls that allocate, and PEFT calls that register or pin: none is idempotent.
-_NOT_IDEMPOTENT = frozenset(
+_NOT_IDEMPOTENT: frozenset[Method] = frozenset(
     {"prepare_context", "resize_context", "try_allocate_generation", "add_request_peft"}
 )
+# The executor's teardown calls: a free, or a release of the adapter.
+_TEARS_DOWN: frozenset[Method] = frozenset({"free_resources", "mark_request_done"})
 
 
-@invariant
 def nothing_after_teardown(s: Snapshot) -> Iterator[Violation]:
-    """15. Once the executor tore a request down in an iteration (its recompute teardown,
-    or its final free), only idempotent frees reach it: no allocation, no registration,
-    no release with pause. A second free is no violation: py_executor.py frees a
-    recompute-paused request that then finishes twice, and every free_resources there
-    is idempotent; the reset for recompute skips a finished request
-    (test_recompute_pause_skips_request_finished_during_overlap)."""
     step = s.step
     if step is None:
         return
@@ -643,10 +590,7 @@ def nothing_after_teardown(s: Snapshot) -> Iterator[Violation]:
         rid = call.request_id
         if rid is None:
             continue
-        if call.caller in ("recompute_teardown", "free_resources") and call.method in (
-            "free_resources",
-            "mark_request_done",
-        ):
+        if call.caller in ("recompute_teardown", "free_resources") and call.method in _TEARS_DOWN:
             torn_down.setdefault(rid, call.caller)
             if not (call.method == "mark_request_done" and call.args.pause):
                 continue
@@ -661,11 +605,9 @@ def nothing_after_teardown(s: Snapshot) -> Iterator[Violation]:
             )
 
 
-@invariant
 def dead_stay_dead(s: Snapshot) -> Iterator[Violation]:
-    """16. A request the executor freed is in no ownership set and in no later output list."""
     step = s.step
-    if step is None or step.overlap is None:
+    if step is None:
         return
     ended = {rid for rid, _ in s.ended}
     for a in s.adapters:
@@ -699,9 +641,7 @@ SCHEDULER_FAULTS = (
 )
 
 
-@invariant
 def scheduler_protocol(s: Snapshot) -> Iterator[Violation]:
-    """The scheduler returned a readable output in time and did not raise."""
     for err in s.step.errors if s.step else ():
         if err.kind in SCHEDULER_FAULTS:
             yield protocol_violation(err.message, s.iteration)
@@ -716,28 +656,6 @@ def protocol_violation(found: str, iteration: int) -> Violation:
         found,
         iteration,
     )
-
-
-# The step's own faults first: when the engine met one, the broken state the
-# other checks then see follows from it, and the first violation names the cause.
-# The step's faults, then a malformed answer: the executor refuses to run a batch
-# it cannot read, and what that refusal leaves undone (a device pin, say) is
-# flagged too, but follows from it.
-_ORDER = ("scheduler_protocol", "no_scheduler_caused_fault", "output_lists_well_formed")
-
-
-def check(snapshot: Snapshot) -> list[Violation]:
-    """Every invariant of a snapshot: faults and a malformed answer first, then spec order.
-
-    >>> from peftlife.sut.reference import ReferenceScheduler
-    >>> from peftlife.world.config import EngineConfig
-    >>> from peftlife.world.engine import Engine
-    >>> engine = Engine(EngineConfig(), ReferenceScheduler)
-    >>> check(engine.step())
-    []
-    """
-    names = [*_ORDER, *(n for n in INVARIANTS if n not in _ORDER)]
-    return kept(v for name in names for v in INVARIANTS[name](snapshot))
 
 
 # Invariants a front door was told to leave out (--exclude-invariant), for the

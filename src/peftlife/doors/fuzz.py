@@ -39,7 +39,7 @@ from rich.live import Live
 from rich.table import Table
 
 from peftlife import reports
-from peftlife.search import profiles, shrink
+from peftlife.search import events, profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
 from peftlife.search.failure import LifecycleFailure, minimized
 from peftlife.search.hunt import search
@@ -108,7 +108,8 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
     process, or the campaign ends it in the middle of a shrink.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign decides when to stop
-    warn: Callable[[str], None] = lambda text: out.send(("warning", worker, text))  # noqa: E731
+    tell: events.Handler = out.send
+    warn: Callable[[str], None] = lambda text: tell(events.Warned(text, worker))  # noqa: E731
     db = (
         None
         if plan.database is None
@@ -123,7 +124,7 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
         if budget is not None and examples >= budget:
             break
         scenario, seed = plan.slice_of(worker, k)
-        out.send(("slice", worker, k, scenario, seed))
+        tell(events.SliceStarted(k, scenario, seed, worker))
         phases = [Phase.generate] if scenario in replayed else [Phase.reuse, Phase.generate]
         replayed.add(scenario)
         size = (
@@ -138,43 +139,31 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
         def tick(n: int, _iterations: int, done_before: int = done_before) -> None:
             if stop.is_set():  # between two examples: Hypothesis stops cleanly on this
                 raise KeyboardInterrupt
-            out.send(("examples", worker, done_before + n))
+            tell(events.ExamplesRan(done_before + n, source=worker))
 
         try:
             result = search(plan.sut, scenario, settings, seed=seed, progress=tick, shrink=False)
             examples += result.examples
-            out.send(("examples", worker, examples))
+            tell(events.ExamplesRan(examples, source=worker))
             if result.failure is not None:
                 # Sent before shrinking, which may outlast the campaign: the campaign
                 # then writes this one, unshrunk, rather than nothing.
-                out.send(("finding", worker, Found.of(result.failure, seed, plan.profile)))
-                shrunk = minimized(
-                    result.failure, timeout=plan.shrink_timeout, progress=_shrink_news(worker, out)
-                )
-                out.send(("finding", worker, Found.of(shrunk, seed, plan.profile)))
+                tell(Found.of(result.failure, seed, plan.profile).event(worker))
+                tell(events.PhaseStarted("shrinking", worker))
+                news = events.shrinking(tell, worker, SHRINK_NEWS_EVERY)
+                shrunk = minimized(result.failure, timeout=plan.shrink_timeout, progress=news)
+                tell(Found.of(shrunk, seed, plan.profile).event(worker))
         except KeyboardInterrupt:
             break
         except Exception:  # a harness bug: report it, and go on with the next slice
-            out.send(("error", worker, scenario, seed, traceback.format_exc()))
+            tell(events.HarnessError(scenario, seed, traceback.format_exc(), worker))
         k += 1
     pending = len(db.pending) if isinstance(db, ResilientDatabase) else 0
-    out.send(("done", worker, examples, pending))
+    tell(events.RunDone(examples, pending, worker))
 
 
 # Seconds between two pieces of a worker's shrink news.
-_SHRINK_NEWS_S = 0.25
-
-
-def _shrink_news(worker: int, out: Any) -> Callable[[shrink.ShrinkProgress], None]:
-    """Tell the campaign how this worker's shrink goes, a few times a second at most."""
-    last = [0.0]
-
-    def news(where: shrink.ShrinkProgress) -> None:
-        if time.monotonic() - last[0] >= _SHRINK_NEWS_S:
-            last[0] = time.monotonic()
-            out.send(("shrinking", worker, where.describe()))
-
-    return news
+SHRINK_NEWS_EVERY = 0.25
 
 
 @attrs.frozen
@@ -191,6 +180,10 @@ class Found:
     def of(cls, failure: LifecycleFailure, seed: int, profile: str) -> Found:
         case = reports.Case.from_failure(failure, seed=seed, profile=profile, shrunk=failure.shrunk)
         return cls(case, reports.replay(case))
+
+    def event(self, worker: int) -> events.Found:
+        """The finding as the worker tells it, this record its detail."""
+        return events.Found(defect_key(self.outcome)[0], self.case.shrunk, self, worker)
 
 
 def defect_key(outcome: reports.Outcome) -> tuple[str, tuple[str, ...]]:
@@ -285,6 +278,8 @@ class Campaign:
         self._retired_examples = 0
         self._ctx = mp.get_context("spawn")
         self._stop = self._ctx.Event()
+        # The live table or heartbeat while the campaign runs: a handler of every event.
+        self._show: events.Handler = events.ignore
 
     def _start(self, worker: int, first_slice: int, restarts: int = 0) -> None:
         reader, writer = self._ctx.Pipe(duplex=False)
@@ -320,11 +315,14 @@ class Campaign:
         # scheduler cannot stretch the duration.
         end = None if self.plan.duration is None else self.started + self.plan.duration
         try:
-            with self._display() as refresh:
+            with self._display() as show:
+                self._show = show
                 while not self._all_done() and (end is None or time.monotonic() < end):
                     left = 0.25 if end is None else end - time.monotonic()
                     self._receive(timeout=max(0.0, min(0.25, left)))
-                    refresh()
+                    # The campaign's own count, so the display moves while workers are quiet.
+                    show(events.ExamplesRan(self.examples))
+                self._show = events.ignore
                 self._stop_workers()
         except KeyboardInterrupt:
             self.interrupted = True
@@ -364,44 +362,48 @@ class Campaign:
             worker = readers[reader]
             try:
                 while reader.poll():
-                    self._handle(reader.recv())
+                    event = reader.recv()
+                    self._handle(event)
+                    self._show(event)
             except EOFError:
                 self.workers[worker].reader = None
                 if not self.workers[worker].done:
                     self._died(worker, restart)
 
-    def _handle(self, message: tuple[Any, ...]) -> None:
-        kind, worker, *rest = message
+    def _handle(self, event: events.Event) -> None:
+        """Take in what a worker told: every message is an event naming its worker."""
+        worker = event.source
+        assert isinstance(worker, int), event
         state = self.workers[worker]
-        if kind != "shrinking":
-            state.shrinking = None
-        if kind == "slice":
+        if not isinstance(event, events.ShrinkStep | events.PhaseStarted):
+            state.shrinking = None  # any other news: the shrink is over
+        if isinstance(event, events.SliceStarted):
             self._settle(worker)  # the worker moved on without shrinking it (a harness error)
-            state.slice, state.scenario, state.seed = rest
-        elif kind == "shrinking":
-            state.shrinking = rest[0]
-        elif kind == "examples":
-            state.examples = rest[0]
-        elif kind == "finding":
-            found: Found = rest[0]
+            state.slice, state.scenario, state.seed = event.index, event.scenario, event.seed
+        elif isinstance(event, events.ShrinkStep | events.PhaseStarted):
+            state.shrinking = event.describe()
+        elif isinstance(event, events.ExamplesRan):
+            state.examples = event.done
+        elif isinstance(event, events.Found):
+            found = event.detail
+            assert isinstance(found, Found)
             if found.case.shrunk:
                 state.unshrunk = None
                 self._record(worker, found)
             else:  # kept until its shrunk form comes, or never does
                 state.unshrunk = found
-        elif kind == "warning":
-            if rest[0] not in self.warnings:
-                self.warnings.append(rest[0])
-                self.console.print(f"warning: {rest[0]}", soft_wrap=True)
-        elif kind == "error":
-            scenario, seed, text = rest
+        elif isinstance(event, events.Warned):
+            if event.text not in self.warnings:
+                self.warnings.append(event.text)
+                self.console.print(f"warning: {event.text}", soft_wrap=True)
+        elif isinstance(event, events.HarnessError):
             self.crashes.append(
-                f"worker {worker} met a harness error in scenario {scenario} seed {seed}: "
-                f"{text.strip().splitlines()[-1]}"
+                f"worker {worker} met a harness error in scenario {event.scenario} seed "
+                f"{event.seed}: {event.text.strip().splitlines()[-1]}"
             )
-        elif kind == "done":
+        elif isinstance(event, events.RunDone):
             self._settle(worker)
-            state.examples, state.pending = rest
+            state.examples, state.pending = event.examples, event.pending
             state.done = True
 
     def _settle(self, worker: int) -> None:
@@ -490,31 +492,39 @@ class Campaign:
         return table
 
     @contextmanager
-    def _display(self) -> Iterator[Callable[[], None]]:
+    def _display(self) -> Iterator[events.Handler]:
+        """The campaign's display, a handler of the events it hears: the live table on a
+        terminal, else a heartbeat line every ``_HEARTBEAT_S``; nothing when quiet."""
         if self.quiet:
-            yield lambda: None
+            yield events.ignore
             return
         if self.console.is_terminal:
+            redraw = events.Throttle(0.25)
             with Live(self._progress_table(), console=self.console, refresh_per_second=4) as live:
-                yield lambda: live.update(self._progress_table())
-            return
-        last = [time.monotonic()]
 
-        def heartbeat() -> None:
-            now = time.monotonic()
-            if now - last[0] >= _HEARTBEAT_S:
-                last[0] = now
-                elapsed = self.elapsed
-                shrinks = "".join(
-                    f", worker {n} {w.shrinking}"
-                    for n, w in sorted(self.workers.items())
-                    if w.shrinking and not w.done
-                )
-                self.console.print(
-                    f"fuzz: {elapsed:.0f} s, {self.examples} examples "
-                    f"({self.examples / max(elapsed, 1e-9):.0f}/s), {len(self.workers)} workers, "
-                    f"{self._tally()}{shrinks}"
-                )
+                def update(event: events.Event) -> None:
+                    if redraw.due():
+                        live.update(self._progress_table())
+
+                yield update
+            return
+        beat = events.Throttle(_HEARTBEAT_S)
+        beat.restart()  # the first line after one period, not at once
+
+        def heartbeat(event: events.Event) -> None:
+            if not beat.due():
+                return
+            elapsed = self.elapsed
+            shrinks = "".join(
+                f", worker {n} {w.shrinking}"
+                for n, w in sorted(self.workers.items())
+                if w.shrinking and not w.done
+            )
+            self.console.print(
+                f"fuzz: {elapsed:.0f} s, {self.examples} examples "
+                f"({self.examples / max(elapsed, 1e-9):.0f}/s), {len(self.workers)} workers, "
+                f"{self._tally()}{shrinks}"
+            )
 
         yield heartbeat
 

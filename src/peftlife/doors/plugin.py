@@ -46,7 +46,7 @@ import attrs
 import pytest
 
 from peftlife import reports, sut
-from peftlife.search import database, profiles, scenarios, session, shrink
+from peftlife.search import database, events, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, minimized
 from peftlife.search.hunt import SearchResult, describe, session_search
 
@@ -197,22 +197,23 @@ def _shrink_heartbeat(config: pytest.Config) -> Callable[[shrink.ShrinkProgress]
     terminal reporter (an xdist worker, say). The reporter is looked up as a line
     is due: it is registered after this plugin is configured.
     """
-    began = [0.0, 0.0]  # when this shrink began, when a line was last written
+    began, beat = [0.0], [events.Throttle(SHRINK_HEARTBEAT)]
 
-    def beat(where: shrink.ShrinkProgress) -> None:
-        now = time.monotonic()
-        if where.replays <= 1:  # a new shrink
-            began[:] = [now, now]
+    def line(step: events.Event) -> None:
+        assert isinstance(step, events.ShrinkStep)
+        if step.replays <= 1:  # a new shrink: its first line one period from now
+            began[0] = time.monotonic()
+            beat[0] = events.Throttle(SHRINK_HEARTBEAT)
+            beat[0].restart()
         reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or now - began[1] < SHRINK_HEARTBEAT:
+        if reporter is None or not beat[0].due():
             return
-        began[1] = now
         capture = config.pluginmanager.get_plugin("capturemanager")
         paused = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
         with paused:
-            reporter.write_line(f"peftlife: {where.describe()}, {now - began[0]:.0f} s")
+            reporter.write_line(f"peftlife: {step.describe()}, {time.monotonic() - began[0]:.0f} s")
 
-    return beat
+    return events.shrinking(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import enum
 import html
 import json
-import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import partial
@@ -27,7 +26,8 @@ from typing import Any
 
 import attrs
 
-from peftlife.checker.invariants import INVARIANTS, Violation
+from peftlife.checker.invariants import Violation
+from peftlife.checker.registry import BY_NAME
 from peftlife.reports.case import Case
 from peftlife.reports.story import (
     adapter_fields,
@@ -55,10 +55,6 @@ _OWNS = {"active": "●", "paused": "○", "both": "◆", "none": "·", "-": ""}
 _ENTRY = {"in use": "■", "done": "□", "-": _DASH}
 _ENDED = {"finished": "✓", "failed": "✗", "cancelled": "⊘"}
 _RETIRING = "⇥"  # GENERATION_TO_COMPLETE: its last token is on the device
-_WORDS = {
-    "drain_completes": "Once arrivals stop, every request finishes or fails within the bound, "
-    "and then no adapter has an owner, no cache entry is in use and no KV page is held.",
-}
 
 
 def _asset(name: str) -> str:
@@ -70,17 +66,13 @@ def _e(value: object) -> str:
 
 
 def verdict_words(invariant: str) -> str:
-    """The invariant in words, from the checker's own docstring.
+    """The invariant in words, from its record in the checker's registry.
 
     >>> verdict_words("exclusive_ownership")
     'No request is both active and paused on one adapter.'
     """
-    check = INVARIANTS.get(invariant)
-    doc = check.__doc__ if check is not None else None
-    if doc:
-        text = " ".join(doc.split())
-        return re.sub(r"^\d+\.\s*", "", text)
-    return _WORDS.get(invariant, invariant.replace("_", " "))
+    record = BY_NAME.get(invariant)
+    return invariant.replace("_", " ") if record is None else record.words
 
 
 # ---- what the grid is made of ----

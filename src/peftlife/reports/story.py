@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from peftlife.checker.invariants import Violation, owned
+from peftlife.checker.registry import BY_NAME, not_checked
 from peftlife.reports.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
 from peftlife.world.config import EngineConfig
@@ -21,8 +22,8 @@ from peftlife.world.words import count
 
 # ---- the story both renderings tell ----
 
-# The invariant a world whose scheduler is told no in-flight ids does not check.
-UNCHECKED_WHEN_EMPTY = "in_flight_pin (14)"
+# The invariant a world whose scheduler is told no in-flight ids checks only by opting in.
+IN_FLIGHT = BY_NAME["in_flight_pin"].label
 
 
 def length_label(case: Case) -> str:
@@ -57,19 +58,20 @@ def world_lines(config: EngineConfig) -> list[str]:
 def executor_line(config: EngineConfig) -> str:
     """The overlap executor in one line, with what the scheduler is told of batch N.
 
-    In ``inflight_ids = "empty"`` mode it is also the report's one mention that
-    invariant 14 is not checked.
+    In ``inflight_ids = "empty"`` mode it is also the report's one mention of what
+    the world does not check (``registry.not_checked``).
     """
     if config.in_flight_told:
         told = "the scheduler is told batch N"
     elif config.in_flight_checked:
         told = (
-            f"the scheduler is told nothing in flight; {UNCHECKED_WHEN_EMPTY} checked "
+            f"the scheduler is told nothing in flight; {IN_FLIGHT} checked "
             "(opt-in: a fault only when device work not ordered after batch N reuses "
             "what was released)"
         )
     else:
-        told = f"the scheduler is told nothing in flight: {UNCHECKED_WHEN_EMPTY} not checked"
+        unchecked = ", ".join(i.label for i in not_checked(config))
+        told = f"the scheduler is told nothing in flight: {unchecked} not checked"
     return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"
 
 

@@ -43,7 +43,7 @@ import attrs
 import hypothesis
 
 from peftlife import sut
-from peftlife.checker import drain, invariants
+from peftlife.checker import drain, registry
 from peftlife.checker.invariants import Subject, Violation, owned
 from peftlife.search import outside, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
@@ -340,12 +340,12 @@ class Pair:
         a: Engine,
         b: Engine,
         ignore: Collection[str] = (),
-        check_a: Checker = invariants.check,
-        check_b: Checker = invariants.check,
+        check_a: Checker | None = None,
+        check_b: Checker | None = None,
     ) -> None:
         self.engines = (a, b)
         self.ignore = frozenset(ignore)
-        self.checks = (check_a, check_b)
+        self.checks = (check_a or registry.checker(a.config), check_b or registry.checker(b.config))
         self.iterations: list[Paired] = []
         self.violations: list[tuple[Violation, ...]] = [(), ()]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Iterator
 import attrs
 
 from peftlife import sut
-from peftlife.checker import drain, invariants
+from peftlife.checker import drain, registry
 from peftlife.search import outside, scenarios
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
@@ -234,7 +234,7 @@ def _explore(
                 actions = (*trace, action)
                 outside.trying(sut_spec, s.name, world, actions)
                 snapshot = apply(child, action)
-                if snapshot is not None and invariants.check(snapshot):
+                if snapshot is not None and registry.check(snapshot, world):
                     return found(actions, level)
                 key = fingerprint(child) if merge else actions
                 if key in seen:

@@ -19,7 +19,7 @@ import multiprocessing
 import queue
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,10 @@ from typing import Any
 import attrs
 import hypothesis
 
-from peftlife.search import profiles, scenarios
+from peftlife.search import events, profiles, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt, search
-from peftlife.search.shrink import DEFAULT_TIMEOUT, ShrinkProgress
+from peftlife.search.shrink import DEFAULT_TIMEOUT
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
 # The columns of the gate's table, wherever it is shown: terminal, step summary, index page.
@@ -208,10 +208,6 @@ def read(path: Path) -> Gate:
 # ---- the runs ----
 
 
-# Tells what a shrink is doing, a line at a time: None when there is nothing to tell.
-News = Callable[[str | None], None]
-
-
 @attrs.frozen
 class ReferenceRun:
     """The reference searched in one shipped scenario, unshrunk: it must hold."""
@@ -219,7 +215,7 @@ class ReferenceRun:
     scenario: str
     profile: str
 
-    def run(self) -> GateRow:
+    def run(self, emit: events.Handler = events.ignore) -> GateRow:
         result = search("reference", self.scenario, _settings(self.profile), shrink=False)
         failure = result.failure
         return GateRow(
@@ -251,14 +247,12 @@ def hunted_scenarios(mutant: Mutant) -> list[str]:
     """
     if mutant.scheduler_teardown:
         return [
-            name
-            for name in scenarios.opt_in_names()
-            if scenarios.load(name).recompute_teardown == "scheduler_only"
+            name for name in scenarios.opt_in_names() if scenarios.load(name).scheduler_tears_down
         ]
     names = [name for name in scenarios.shipped_names() if name not in mutant.not_hunted_in]
     if not mutant.overlap:
         return names
-    return [name for name in names if scenarios.load(name).executor == "overlap"]
+    return [name for name in names if scenarios.load(name).overlap]
 
 
 @attrs.frozen
@@ -270,7 +264,8 @@ class MutantRun:
     shrink: bool = True
     shrink_timeout: float | None = DEFAULT_TIMEOUT
 
-    def run(self) -> GateRow:
+    def run(self, emit: events.Handler = events.ignore) -> GateRow:
+        """Hunt the mutant; how its shrink goes is told to ``emit``, a few times a second."""
         start = time.perf_counter()
         found = hunt(
             f"mutant:{self.mutant.name}",
@@ -291,7 +286,8 @@ class MutantRun:
             )
         steps = None
         if self.shrink:
-            news = _shrink_news(self.mutant.name)
+            emit(events.PhaseStarted("shrinking", self.mutant.name))
+            news = events.shrinking(emit, self.mutant.name, SHRINK_NEWS_EVERY)
             smaller = minimized(found.failure, timeout=self.shrink_timeout, progress=news)
             steps = len(smaller.run.actions)
         invariant = found.failure.invariant
@@ -322,32 +318,21 @@ def plan(
     return references + tuple(MutantRun(m, profile, shrink, shrink_timeout) for m in CATALOGUE)
 
 
-def run_gate(
-    runs: Sequence[Run],
-    *,
-    jobs: int = 1,
-    done: Callable[[int], None] | None = None,
-    news: News | None = None,
-) -> Gate:
+def run_gate(runs: Sequence[Run], *, jobs: int = 1, emit: events.Handler = events.ignore) -> Gate:
     """Run the gate, on ``jobs`` worker processes when more than one.
 
-    ``done`` is told how many runs have ended, each time one ends; ``news``
-    what a running shrink is doing, then None once it has nothing more to tell.
+    ``emit`` is told ``ExamplesRan`` (runs ended, each time one ends) and each
+    running shrink's ``ShrinkStep`` (its source the mutant), then ``NewsOver``
+    once that shrink has nothing more to tell.
     """
-    done = done or (lambda finished: None)
-    tell = news or (lambda line: None)
     if jobs <= 1:
         rows: list[GateRow] = []
-        _hear_news(tell)
-        try:
-            for one in runs:
-                rows.append(one.run())
-                tell(None)
-                done(len(rows))
-        finally:
-            _hear_news(None)
+        for one in runs:
+            rows.append(one.run(emit))
+            emit(events.NewsOver())
+            emit(events.ExamplesRan(len(rows)))
         return Gate(tuple(rows))
-    return Gate(tuple(_in_processes(runs, jobs, done, tell)))
+    return Gate(tuple(_in_processes(runs, jobs, emit)))
 
 
 def _settings(profile: str) -> hypothesis.settings:
@@ -359,74 +344,56 @@ def _since(start: float) -> float:
     return round(time.perf_counter() - start, 1)
 
 
-# Where a run tells how its shrink goes: the caller's ``news`` in one process,
-# a queue to the parent in a worker process.
-_NEWS: Callable[[str], None] | None = None
-# Seconds between two pieces of shrink news, and how long the last one stays shown.
-_NEWS_EVERY, _NEWS_SHOWN = 0.25, 1.0
+# Seconds between two pieces of a run's shrink news, and how long the last one stays shown.
+SHRINK_NEWS_EVERY, SHRINK_NEWS_SHOWN = 0.25, 1.0
 
 
-def _hear_news(tell: Callable[[str], None] | None) -> None:
-    global _NEWS
-    _NEWS = tell
+def _ignore_ctrl_c() -> None:
     # Ctrl-C is the gate's to handle: a worker that took it would print a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _shrink_news(mutant: str) -> Callable[[ShrinkProgress], None] | None:
-    tell = _NEWS
-    if tell is None:
-        return None
-    last = [0.0]
+def _in_processes(runs: Sequence[Run], jobs: int, emit: events.Handler) -> list[GateRow]:
+    """The rows of ``runs`` run on ``jobs`` processes; the events they send reach ``emit``.
 
-    def news(where: ShrinkProgress) -> None:
-        if time.monotonic() - last[0] >= _NEWS_EVERY:
-            last[0] = time.monotonic()
-            tell(f"{mutant} {where.describe()}")
-
-    return news
-
-
-def _in_processes(
-    runs: Sequence[Run], jobs: int, done: Callable[[int], None], tell: News
-) -> list[GateRow]:
-    """The rows of ``runs`` run on ``jobs`` processes; their shrink news reaches ``tell``."""
-    heard_news: multiprocessing.Queue[str] = multiprocessing.Queue()
-    with ProcessPoolExecutor(jobs, initializer=_hear_news, initargs=(heard_news.put,)) as pool:
-        futures = [pool.submit(_run, one) for one in runs]
-        try:
-            return _collect(futures, heard_news, done, tell)
-        except BaseException:  # Ctrl-C: end the workers now, not after every queued run
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    Each run is handed the ``put`` of a queue the parent reads (a manager's, whose
+    proxy travels with the run to whichever worker takes it).
+    """
+    with multiprocessing.Manager() as manager:
+        heard: queue.Queue[events.Event] = manager.Queue()
+        with ProcessPoolExecutor(jobs, initializer=_ignore_ctrl_c) as pool:
+            futures = [pool.submit(_run, one, heard.put) for one in runs]
+            try:
+                return _collect(futures, heard, emit)
+            except BaseException:  # Ctrl-C: end the workers now, not after every queued run
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.kill()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
 
 
 def _collect(
-    futures: list[Future[GateRow]],
-    heard_news: multiprocessing.Queue[str],
-    done: Callable[[int], None],
-    tell: News,
+    futures: list[Future[GateRow]], heard: queue.Queue[events.Event], emit: events.Handler
 ) -> list[GateRow]:
     """Wait for the runs, handing on the latest shrink news; their rows in order."""
-    pending, heard = set(futures), 0.0
+    pending, shown, showing = set(futures), events.Throttle(SHRINK_NEWS_SHOWN), False
     while pending:
-        _, pending = wait(pending, timeout=_NEWS_EVERY, return_when=FIRST_COMPLETED)
+        _, pending = wait(pending, timeout=SHRINK_NEWS_EVERY, return_when=FIRST_COMPLETED)
         latest = None
         with contextlib.suppress(queue.Empty):
             while True:
-                latest = heard_news.get_nowait()
+                latest = heard.get_nowait()
         if latest is not None:
-            tell(latest)
-            heard = time.monotonic()
-        elif heard and time.monotonic() - heard > _NEWS_SHOWN:
-            tell(None)
-            heard = 0.0
-        done(len(futures) - len(pending))
+            emit(latest)
+            shown.restart()
+            showing = True
+        elif showing and shown.since() > SHRINK_NEWS_SHOWN:
+            emit(events.NewsOver())
+            showing = False
+        emit(events.ExamplesRan(len(futures) - len(pending)))
     return [f.result() for f in futures]
 
 
-def _run(one: Run) -> GateRow:
+def _run(one: Run, emit: events.Handler) -> GateRow:
     # A module-level function, so the pool can send it to a worker.
-    return one.run()
+    return one.run(emit)

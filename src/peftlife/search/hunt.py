@@ -313,7 +313,7 @@ def by_pressure(names: Sequence[str]) -> list[str]:
             (
                 s.recompute_pause == "on",
                 s.lower_tier == "off",
-                s.executor == "overlap",
+                s.overlap,
                 max(s.device_pages.hi, pages) <= pages,
                 2 * lora_room <= max(1, s.adapters.hi),
             )

@@ -24,7 +24,7 @@ from hypothesis.errors import StopTest, UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from peftlife import sut
-from peftlife.checker import drain, invariants
+from peftlife.checker import drain, registry
 from peftlife.checker.invariants import Violation
 from peftlife.search import outside, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run
@@ -272,7 +272,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                 # Hypothesis replays a failing example before it reports it: once the
                 # scheduler has hung, this search's later engines wait a short deadline.
                 cls.schedule_deadline = min(shrink.HUNG_DEADLINE, cls.schedule_deadline or 1.0)
-        return invariants.check(snapshot)
+        assert self.engine is not None
+        return registry.check(snapshot, self.engine.config)
 
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would
@@ -395,7 +396,7 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
             def fail_grow(self, pool: str) -> None:
                 self._do(Action("fail_grow", pool=self._pool(pool)))
 
-        if s.executor == "overlap":
+        if s.overlap:
 
             @rule(member=st.integers(min_value=0, max_value=7))
             def eos(self, member: int) -> None:
@@ -405,7 +406,7 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
                 if emitting:
                     self._do(Action("eos", request_id=emitting[member % len(emitting)]))
 
-            if s.hold_reason != "none":
+            if s.holds_batches:
                 # Only a world with a reason to hold (attention DP, batch waiting, the
                 # context KV cap) holds: on a single rank upstream always queues.
                 @rule()

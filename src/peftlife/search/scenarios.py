@@ -34,10 +34,12 @@ from peftlife.world.config import (
     LEGACY_TEARDOWN,
     EngineConfig,
     Executor,
+    ExecutorKnobs,
     HoldReason,
     InflightIds,
     InFlightPin,
     RecomputeTeardown,
+    values,
 )
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy
 
@@ -60,8 +62,9 @@ class Range:
 
 
 @attrs.frozen
-class Scenario:
-    """One named region of the search space."""
+class Scenario(ExecutorKnobs):
+    """One named region of the search space; its executor's knobs are fixed, the same in
+    every world it draws, and mean what they mean there (``overlap`` and the rest)."""
 
     name: str
     description: str
@@ -330,11 +333,11 @@ _SECTIONS: dict[str, dict[str, str]] = {
 _OPTIONAL: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "world": {
         "chunking_policy": ((*CHUNKING_POLICIES, "either"), "FIRST_COME_FIRST_SERVED"),
-        "recompute_teardown": (("executor_frees", "scheduler_only"), "executor_frees"),
-        "executor": (("simple", "overlap"), "simple"),
-        "inflight_ids": (("batch", "empty"), "batch"),
-        "hold_reason": (("none", "attention_dp", "batch_waiting", "context_kv_cap"), "none"),
-        "in_flight_pin": (("when_told", "always"), "when_told"),
+        "recompute_teardown": (values(RecomputeTeardown), "executor_frees"),
+        "executor": (values(Executor), "simple"),
+        "inflight_ids": (values(InflightIds), "batch"),
+        "hold_reason": (values(HoldReason), "none"),
+        "in_flight_pin": (values(InFlightPin), "when_told"),
     },
     "workload": {"lora_path": (("always", "never"), "always")},
 }

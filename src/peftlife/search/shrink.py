@@ -51,6 +51,7 @@ import attrs
 
 from peftlife.checker.drain import can_drain
 from peftlife.search.trace import KINDS, REQUEST_KINDS, Action, Outcome, checked_replay
+from peftlife.world import config as knobs
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import CHUNKING_POLICIES, SchedulerFactory
@@ -230,11 +231,11 @@ _WORD_RANK: dict[str, int] = {
         KINDS,
         ("target", "draft"),
         CHUNKING_POLICIES,
-        ("executor_frees", "scheduler_only"),
-        ("simple", "overlap"),
-        ("batch", "empty"),
-        ("none", "attention_dp", "batch_waiting", "context_kv_cap"),
-        ("when_told", "always"),
+        knobs.values(knobs.RecomputeTeardown),
+        knobs.values(knobs.Executor),
+        knobs.values(knobs.InflightIds),
+        knobs.values(knobs.HoldReason),
+        knobs.values(knobs.InFlightPin),
     )
     for rank, word in enumerate(words)
 }

@@ -14,7 +14,8 @@ from typing import Literal
 import attrs
 
 from peftlife.checker.drain import drain
-from peftlife.checker.invariants import Violation, check
+from peftlife.checker.invariants import Violation
+from peftlife.checker.registry import check
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.fields import InvalidField, boolean, one_of, whole
@@ -206,7 +207,7 @@ def checked_replay(
         entries.append(Entry(index, snapshot))
         if journal is not None:
             journal(entries[-1])
-        violations = check(snapshot)
+        violations = check(snapshot, config)
         if violations:
             return Outcome(tuple(entries), tuple(violations), "step")
     if journal is None:
@@ -216,7 +217,7 @@ def checked_replay(
 
         def checked(snapshot: Snapshot) -> list[Violation]:
             told(Entry(None, snapshot))
-            return check(snapshot)
+            return check(snapshot, config)
 
         result = drain(engine, checker=checked)
     entries.extend(Entry(None, s) for s in result.snapshots)

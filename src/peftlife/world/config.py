@@ -7,7 +7,7 @@ Its fields are checked on construction because a case file may be hand-edited.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -21,11 +21,23 @@ from peftlife.world.fields import (
 )
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy, SchedulerConfig
 
+# The executor's knobs: each one's values are written here once, in the order a
+# shrinker prefers them (the first is the simpler), and read with ``get_args``.
 RecomputeTeardown = Literal["executor_frees", "scheduler_only"]
 Executor = Literal["simple", "overlap"]
 InflightIds = Literal["batch", "empty"]
 HoldReason = Literal["none", "attention_dp", "batch_waiting", "context_kv_cap"]
 InFlightPin = Literal["when_told", "always"]
+
+
+def values(kind: Any) -> tuple[str, ...]:
+    """The values a knob's ``Literal`` allows, in order.
+
+    >>> values(Executor)
+    ('simple', 'overlap')
+    """
+    return get_args(kind)
+
 
 # The values ``recompute_teardown`` had before they were named after what they do; a
 # report or a scenario written then still loads, with the same meaning.
@@ -48,8 +60,53 @@ def _adapter_pages(_: object, attribute: attrs.Attribute[Any], value: object) ->
         )
 
 
+class ExecutorKnobs:
+    """What the executor's knobs mean, for a world and for a scenario that fixes them.
+
+    The one place that reads a knob's value as a mode: every other layer asks these.
+
+    >>> EngineConfig(executor="overlap", inflight_ids="empty").in_flight_checked
+    False
+    """
+
+    __slots__ = ()
+
+    recompute_teardown: RecomputeTeardown
+    executor: Executor
+    inflight_ids: InflightIds
+    hold_reason: HoldReason
+    in_flight_pin: InFlightPin
+
+    @property
+    def overlap(self) -> bool:
+        """Whether the overlap executor runs (batch N+1 scheduled while batch N runs)."""
+        return self.executor == "overlap"
+
+    @property
+    def in_flight_told(self) -> bool:
+        """Whether the scheduler is told batch N."""
+        return self.overlap and self.inflight_ids == "batch"
+
+    @property
+    def in_flight_checked(self) -> bool:
+        """Whether invariant 14 is checked: the scheduler is told batch N, or the world
+        opts in to checking it anyway (``in_flight_pin = "always"``)."""
+        return self.in_flight_told or (self.overlap and self.in_flight_pin == "always")
+
+    @property
+    def holds_batches(self) -> bool:
+        """Whether a batch can be held or trimmed after scheduling (``hold_reason``)."""
+        return self.overlap and self.hold_reason != "none"
+
+    @property
+    def scheduler_tears_down(self) -> bool:
+        """Whether the executor leaves a recompute-paused request's teardown to the
+        scheduler (peftlife's stricter, opt-in rule)."""
+        return self.recompute_teardown == "scheduler_only"
+
+
 @attrs.frozen
-class EngineConfig:
+class EngineConfig(ExecutorKnobs):
     """The whole world's configuration.
 
     ``draft_device_pages=None`` means no draft pool; ``host_pages=0`` means
@@ -85,21 +142,21 @@ class EngineConfig:
     recompute_teardown: RecomputeTeardown = attrs.field(
         default="executor_frees",
         converter=_teardown,
-        validator=one_of("executor_frees", "scheduler_only"),
+        validator=one_of(*values(RecomputeTeardown)),
     )
     # Which executor loop runs: "simple" schedules, runs and frees one batch at a
     # time; "overlap" (TensorRT-LLM's default) schedules batch N+1 while batch N is
     # on the device (docs/protocol.md, "The overlap executor").
     executor: Executor = attrs.field(
         default="simple",
-        validator=one_of("simple", "overlap"),
+        validator=one_of(*values(Executor)),
         metadata={QUIET_AT_DEFAULT: True},
     )
     # Under overlap, what ``inflight_request_ids`` holds: batch N's ids ("batch"), or
     # always nothing ("empty", upstream's PyExecutor at pipeline-parallel size 1).
     inflight_ids: InflightIds = attrs.field(
         default="batch",
-        validator=one_of("batch", "empty"),
+        validator=one_of(*values(InflightIds)),
         metadata={QUIET_AT_DEFAULT: True},
     )
 
@@ -113,7 +170,7 @@ class EngineConfig:
     # scheduler already grew. The world's hold_batch action exists only with a reason.
     hold_reason: HoldReason = attrs.field(
         default="none",
-        validator=one_of("none", "attention_dp", "batch_waiting", "context_kv_cap"),
+        validator=one_of(*values(HoldReason)),
         metadata={QUIET_AT_DEFAULT: True},
     )
     # Whether invariant 14 is checked when the scheduler is not told batch N
@@ -123,29 +180,9 @@ class EngineConfig:
     # was freed). "when_told" checks it under inflight_ids = "batch" only.
     in_flight_pin: InFlightPin = attrs.field(
         default="when_told",
-        validator=one_of("when_told", "always"),
+        validator=one_of(*values(InFlightPin)),
         metadata={QUIET_AT_DEFAULT: True},
     )
-
-    @property
-    def overlap(self) -> bool:
-        return self.executor == "overlap"
-
-    @property
-    def in_flight_told(self) -> bool:
-        """Whether the scheduler is told batch N."""
-        return self.overlap and self.inflight_ids == "batch"
-
-    @property
-    def in_flight_checked(self) -> bool:
-        """Whether invariant 14 is checked: the scheduler is told batch N, or the world
-        opts in to checking it anyway (``in_flight_pin = "always"``)."""
-        return self.in_flight_told or (self.overlap and self.in_flight_pin == "always")
-
-    @property
-    def holds_batches(self) -> bool:
-        """Whether a batch can be held or trimmed after scheduling (``hold_reason``)."""
-        return self.overlap and self.hold_reason != "none"
 
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(

@@ -284,7 +284,7 @@ class Engine:
             errors=tuple(errors),
             writes=self._writes,
             recompute_pending_before=pending_before,
-            scheduler_tears_down=self.config.recompute_teardown == "scheduler_only",
+            scheduler_tears_down=self.config.scheduler_tears_down,
             overlap=overlap,
         )
         return self.snapshot()

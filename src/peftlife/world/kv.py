@@ -11,22 +11,14 @@ that page conservation (invariant 10) is a real check on this code.
 
 from __future__ import annotations
 
-import enum
 import types
 from collections.abc import Mapping
 
 import attrs
 
-from peftlife.world.ledger import CallLedger, Component, Facts, Fault
+from peftlife.world.ledger import CallLedger, Component, Facts, Fault, KvMethod
 from peftlife.world.request import Request
-
-
-class Residency(enum.Enum):
-    """Where a request's cache lives in one pool."""
-
-    NONE = "none"
-    ACTIVE = "active"
-    SUSPENDED = "suspended"
+from peftlife.world.residency import Residency
 
 
 @attrs.define(slots=True)
@@ -293,7 +285,7 @@ class KVCacheManager:
 
     # ---- internals ----
 
-    def _drop(self, req: Request, method: str = "free_resources") -> None:
+    def _drop(self, req: Request, method: KvMethod = "free_resources") -> None:
         self._before = self.residency(req.request_id)
         cache = self._caches.pop(req.request_id, None)
         self._pre_resize_cap.pop(req.request_id, None)
@@ -311,7 +303,7 @@ class KVCacheManager:
             ),
         )
 
-    def _grow_context(self, method: str, req: Request, num_tokens: int) -> bool:
+    def _grow_context(self, method: KvMethod, req: Request, num_tokens: int) -> bool:
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None or not cache.active:
@@ -366,7 +358,7 @@ class KVCacheManager:
         cache.capacity = capacity
         return None
 
-    def _record(self, method: str, req: Request, result: bool | None, facts: Facts) -> bool:
+    def _record(self, method: KvMethod, req: Request, result: bool | None, facts: Facts) -> bool:
         # Residency before and after the call: invariant 4 reads a resume from them.
         facts = attrs.evolve(facts, before=self._before, after=self.residency(req.request_id))
         self.ledger.record(self.name, method, req.request_id, result=result, facts=facts)

@@ -1,21 +1,21 @@
-"""The call ledger: every manager call of a run, with who made it and when.
+"""The call ledger: every manager call of one executor iteration, with who made it.
 
 The KV pools and the PEFT manager append to one shared ledger; the engine
 moves its ``iteration`` and ``caller`` on as the executor loop goes from the
-scheduler to ``prepare_resources`` to freeing finished requests. The call
-rules of the checker (duplicate registration, phantom release) read it, so
+scheduler to ``prepare_resources`` to freeing finished requests, and clears it
+when the next iteration begins, once the step record holds its calls. The call
+rules of the checker (duplicate registration, phantom release) read those, so
 each entry also carries the facts *at call time* that those rules need,
 which a later snapshot can no longer see.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import attrs
 
-if TYPE_CHECKING:  # kv records into the ledger, so the ledger names its type only
-    from peftlife.world.kv import Residency
+from peftlife.world.residency import Residency
 
 # Who made a call: the scheduler's pass; the executor preparing the batch, tearing
 # down the pass's recompute-paused requests (recompute_teardown = "upstream"), or
@@ -24,6 +24,24 @@ Caller = Literal[
     "scheduler", "prepare_resources", "recompute_teardown", "free_resources", "harness"
 ]
 Component = Literal["target", "draft", "peft"]
+# Every manager call the ledger records, by upstream's name: a KV pool's, then the PEFT
+# manager's. Written once here; mypy's strict equality refuses a comparison of a call's
+# method with any other name, so a misspelt one cannot silently never match.
+KvMethod = Literal[
+    "prepare_context",
+    "resize_context",
+    "try_allocate_draft_context",
+    "revert_allocate_context",
+    "try_allocate_generation",
+    "revert_allocate_generation",
+    "suspend_request",
+    "free_resources",
+    "preempt_request",
+]
+PeftMethod = Literal["add_request_peft", "mark_request_done", "ensure_batch"]
+Method = Literal[KvMethod, PeftMethod]
+# The KV calls that free a request's cache.
+_FREES: frozenset[Method] = frozenset({"free_resources", "preempt_request"})
 # Why a KV allocation failed: a fault the nemesis injected, or no room on the device.
 Fault = Literal["refused_resume", "failed_grow", "no_device_room"]
 
@@ -99,7 +117,7 @@ class Call:
     iteration: int
     caller: Caller
     component: Component
-    method: str
+    method: Method
     request_id: int | None
     args: Args = attrs.field(factory=Args)
     result: object = None
@@ -112,7 +130,7 @@ class Call:
         return (
             self.caller == "scheduler"
             and self.component == "target"
-            and self.method in ("free_resources", "preempt_request")
+            and self.method in _FREES
             and bool(self.facts.started)
             and bool(self.facts.had_cache)
         )
@@ -120,7 +138,8 @@ class Call:
 
 @attrs.define
 class CallLedger:
-    """Append-only list of calls; ``since(i)`` gives one iteration's calls.
+    """The calls of the current iteration, in order: appended as they are made, cleared
+    by the engine when the next iteration begins (the step record keeps them).
 
     >>> ledger = CallLedger()
     >>> ledger.record("peft", "mark_request_done", 3, args=Args(task_id=1, pause=True))
@@ -135,7 +154,7 @@ class CallLedger:
     def record(
         self,
         component: Component,
-        method: str,
+        method: Method,
         request_id: int | None,
         *,
         args: Args | None = None,
@@ -154,10 +173,3 @@ class CallLedger:
                 facts=Facts() if facts is None else facts,
             )
         )
-
-    def mark(self) -> int:
-        """A position to pass to ``since`` later."""
-        return len(self.calls)
-
-    def since(self, position: int) -> tuple[Call, ...]:
-        return tuple(self.calls[position:])

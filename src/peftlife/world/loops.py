@@ -233,7 +233,7 @@ def _terminate_recompute_paused_request(engine: Engine, req: Request) -> None:
     ownership). Every one of these frees is idempotent, upstream and here. Under
     ``recompute_teardown = "scheduler_only"`` the executor frees nothing: the
     scheduler's frees stand."""
-    if engine.config.recompute_teardown == "scheduler_only":
+    if engine.config.scheduler_tears_down:
         return
     caller = engine.ledger.caller
     engine._as("recompute_teardown")

@@ -17,8 +17,9 @@ import attrs
 
 from peftlife.world import untrusted
 from peftlife.world.config import EngineConfig
-from peftlife.world.kv import KVCacheManager, Residency
+from peftlife.world.kv import KVCacheManager
 from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.residency import Residency
 from peftlife.world.snapshot import ListedView, OutputList, OutputRecord, StepError
 
 # Each list of a SchedulerOutput: its name in the record, and its attribute.

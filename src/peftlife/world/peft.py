@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from peftlife.world.ledger import Args, CallLedger, Facts
+from peftlife.world.ledger import Args, CallLedger, Facts, PeftMethod
 from peftlife.world.request import Request
 
 
@@ -287,7 +287,7 @@ class PeftCacheManager:
 
     def _record(
         self,
-        method: str,
+        method: PeftMethod,
         req: Request | None,
         result: object,
         facts: Facts,

@@ -14,10 +14,11 @@ from typing import Literal
 import attrs
 
 from peftlife.world.fields import QUIET_AT_DEFAULT
-from peftlife.world.kv import CacheView, PoolView, Residency
+from peftlife.world.kv import CacheView, PoolView
 from peftlife.world.ledger import Call
 from peftlife.world.peft import CacheEntryView
 from peftlife.world.request import LlmRequestState
+from peftlife.world.residency import Residency
 
 Outcome = Literal["finished", "failed", "cancelled"]
 OutputList = Literal["context", "generation", "paused", "recompute_paused"]

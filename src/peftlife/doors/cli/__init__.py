@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 import peftlife
-from peftlife.doors import ci_outputs
+from peftlife.doors import outputs
 from peftlife.doors.cli import (
     bisect,
     check,
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # made, so what was found before it is on disk already.
         print("peftlife: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (BadInput, ci_outputs.CiOutputError) as err:
+    except (BadInput, outputs.CiOutputError) as err:
         if err.__cause__ is not None and getattr(args, "verbose", False):
             traceback.print_exception(err.__cause__, file=sys.stderr)
         print(f"peftlife: error: {err}", file=sys.stderr)

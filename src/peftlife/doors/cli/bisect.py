@@ -3,13 +3,16 @@
 Each commit's scheduler files are written to a scratch folder and tested: a
 saved case replayed (``--case``) or a bounded, derandomized search
 (``--scenario``). Exit codes: 0 the first bad commit is named; 1 skipped
-commits leave more than one candidate; 2 bad input.
+commits leave more than one candidate; 2 bad input. Like ``check`` it leaves
+its CI outputs (``outputs``): summary.json, the step summary and ``--junit-xml``
+(a test case per commit probed).
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from pathlib import Path
 
 import attrs
@@ -17,6 +20,7 @@ import hypothesis
 from rich.console import Console
 
 from peftlife import reports, sut
+from peftlife.doors import outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
     EXIT_FOUND,
@@ -27,9 +31,12 @@ from peftlife.doors.cli.common import (
     max_examples_option,
     outputs_writable,
     shrink_timeout_option,
+    targets,
+    teller,
 )
 from peftlife.doors.cli.common import settings as common_settings
-from peftlife.doors.cli.tell import tell_case
+from peftlife.doors.outputs.records import BisectSummary, Finding, Probed, Replay
+from peftlife.doors.outputs.story import for_ci
 from peftlife.search import bisect, outside, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt, search
@@ -67,6 +74,7 @@ def add_parser(command: NewCommand) -> None:
     )
     max_examples_option(p)
     shrink_timeout_option(p)
+    outputs.add_options(p, junit_cases="a test case per commit probed, failed where it was bad")
     common_options(
         p,
         "bisect",
@@ -94,6 +102,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         except scenarios.ScenarioError as err:
             raise BadInput(str(err)) from err
     outputs_writable(args)
+    start = time.perf_counter()
     try:
         repo = bisect.Repo.open(Path(args.repo).expanduser())
         good, bad = repo.commit(args.good, "--good"), repo.commit(args.bad, "--bad")
@@ -134,7 +143,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if problem:
             raise BadInput(problem)
         result = bisect.bisect(candidates, prober.probe, say)
-        return _bisect_verdict(args, console, case, prober, result, good)
+        told = _bisect_verdict(args, console, case, prober, result, good)
+    summary, story, details = _summary(args, prober, result, told, time.perf_counter() - start)
+    outputs.write(outputs.for_bisection(summary, story, details), targets(args))
+    return EXIT_FOUND if result.candidates else EXIT_HELD
 
 
 def _bisect_verdict(
@@ -144,7 +156,7 @@ def _bisect_verdict(
     prober: bisect.Prober,
     result: bisect.Result,
     good: bisect.Commit,
-) -> int:
+) -> _Told:
     """Name the first bad commit, tell its failure, and replay it on the last good one."""
     first = result.first_bad
     if not args.quiet:
@@ -181,7 +193,7 @@ def _bisect_verdict(
         # The seed every probe was searched with, so the report replays the search.
         found = reports.Case.from_failure(smaller, seed=_seed(args), profile=args.profile)
         found = attrs.evolve(found, sut=spec)
-    _, paths = tell_case(found, args, console)
+    outcome, paths = teller(args, console).case(found)
     held = prober.replays_clean(last_good.commit, found)
     verdict = (
         "the case replays and every invariant holds"
@@ -206,7 +218,70 @@ def _bisect_verdict(
             highlight=False,
             soft_wrap=True,
         )
-    return EXIT_FOUND if result.candidates else EXIT_HELD
+    return _Told(*for_ci(found, outcome, paths, failure.invariant), held)
+
+
+@attrs.frozen
+class _Told:
+    """The first bad commit's finding as the CI outputs carry it, and the last good's replay."""
+
+    finding: Finding
+    story: str
+    details: str
+    last_good_clean: bool
+
+
+def _summary(
+    args: argparse.Namespace,
+    prober: bisect.Prober,
+    result: bisect.Result,
+    told: _Told,
+    seconds: float,
+) -> tuple[BisectSummary, str, str]:
+    """The bisection as its CI outputs read it, with the finding's story and Markdown."""
+    probes = tuple(
+        Probed(
+            p.commit.sha,
+            p.commit.subject,
+            p.verdict,
+            None if p.failure is None else p.failure.invariant,
+        )
+        for p in prober.probes.values()
+    )
+    first = None if result.candidates else result.first_bad.commit
+    summary = BisectSummary(
+        args.repo,
+        args.good,
+        args.bad,
+        f"a replay of {args.case}" if args.case else f"a search in {args.scenario}",
+        args.profile,
+        probes,
+        round(seconds, 2),
+        None if first is None else (first.sha, first.subject),
+        tuple((c.sha, c.subject) for c in result.candidates),
+        told.finding,
+        told.last_good_clean,
+        None if args.case else Replay(_seed(args), rerun_command(args)),
+    )
+    return summary, told.story, told.details
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """The command that bisects again, every commit searched with the same seed.
+
+    >>> print(rerun_command(argparse.Namespace(repo="r", good="v1", bad="v2", scenario="all",
+    ...     sut_prefix="", paths=None, profile="ci", max_examples=None, seed=None)))
+    peftlife bisect --repo r --good v1 --bad v2 --scenario all --profile ci --seed 0
+    """
+    words = [f"peftlife bisect --repo {args.repo} --good {args.good} --bad {args.bad}"]
+    words.append(f"--scenario {args.scenario}")
+    if args.sut_prefix and args.sut_prefix != bisect.DEFAULT_PREFIX:
+        words.append(f"--sut-prefix {args.sut_prefix}")
+    words += [f"--path {path}" for path in args.paths or ()]
+    words.append(f"--profile {args.profile}")
+    if args.max_examples is not None:
+        words.append(f"--max-examples {args.max_examples}")
+    return " ".join([*words, f"--seed {_seed(args)}"])
 
 
 def _keep(prober: bisect.Prober, commit: bisect.Commit, report_dir: Path) -> Path | None:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from peftlife import reports
 from peftlife.checker import invariants
-from peftlife.doors import baseline, ci_outputs
+from peftlife.doors import baseline, outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
     DATABASE_DEFAULT,
@@ -30,11 +30,14 @@ from peftlife.doors.cli.common import (
     outputs_writable,
     settings,
     shrink_timeout_option,
+    targets,
+    teller,
     validate,
 )
-from peftlife.doors.cli.tell import for_ci, note_unchecked, tell_case, warn_unreached, written
-from peftlife.doors.progress import progress
-from peftlife.search import profiles
+from peftlife.doors.outputs.progress import progress
+from peftlife.doors.outputs.records import Finding, Replay, RunSummary, ScenarioRun, check_command
+from peftlife.doors.outputs.story import for_ci, note_unchecked, warn_unreached, written
+from peftlife.search import events, profiles
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 
@@ -63,7 +66,7 @@ def add_parser(command: NewCommand) -> None:
         help="known findings (a summary.json of an earlier run): they do not fail the run",
     )
     shrink_timeout_option(check)
-    ci_outputs.add_options(check)
+    outputs.add_options(check)
     common_options(
         check,
         "check",
@@ -91,16 +94,23 @@ def run(args: argparse.Namespace, console: Console) -> int:
     examples = budget(searching, every)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
-        with progress(console, label, examples, show=not args.quiet) as tick:
+        with progress(console, label, examples, show=not args.quiet) as emit:
+            counted = events.counting(emit)
             if every:
-                result = hunt(args.sut, searching, seed=args.seed, progress=tick)
+                result = hunt(args.sut, searching, seed=args.seed, progress=counted)
             else:
                 result = search(
-                    args.sut, args.scenario, searching, seed=args.seed, progress=tick, shrink=False
+                    args.sut,
+                    args.scenario,
+                    searching,
+                    seed=args.seed,
+                    progress=counted,
+                    shrink=False,
                 )
             if result.failure is not None:
+                emit(events.PhaseStarted("shrinking"))
                 smaller = minimized(
-                    result.failure, timeout=args.shrink_timeout, progress=tick.shrinking
+                    result.failure, timeout=args.shrink_timeout, progress=events.shrinking(emit)
                 )
                 result = attrs.evolve(result, failure=smaller)
         found = _report_finding(args, console, result, known) if result.failure else None
@@ -113,9 +123,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
         warn_unreached(result, console)
         note_unchecked([result.scenario], console)
-    runs = (ci_outputs.ScenarioRun.of(result, examples, finding),)
-    summary = ci_outputs.RunSummary("check", args.profile, runs)
-    ci_outputs.write(ci_outputs.for_check(summary, story, details), args)
+    runs = (ScenarioRun.of(result, examples, finding),)
+    summary = RunSummary("check", args.profile, runs, Replay(args.seed, rerun_command(args)))
+    outputs.write(outputs.for_check(summary, story, details), targets(args))
     return EXIT_HELD if summary.ok else EXIT_FOUND
 
 
@@ -124,13 +134,13 @@ def _report_finding(
     console: Console,
     result: SearchResult,
     known: frozenset[baseline.Known],
-) -> tuple[ci_outputs.Finding, str, str]:
+) -> tuple[Finding, str, str]:
     """Tell and write a finding; return it with its story and its Markdown."""
     assert result.failure is not None
     case = reports.Case.from_failure(
         result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
     )
-    outcome, paths = tell_case(case, args, console)
+    outcome, paths = teller(args, console).case(case)
     invariant = result.failure.invariant
     trace = reports.trace_hash(case)
     is_known = baseline.Known(invariant, trace) in known
@@ -147,14 +157,10 @@ def _report_finding(
 
 
 def rerun_command(args: argparse.Namespace) -> str:
-    """The command that runs this search again, seed included.
+    """The command that runs this search again, seed included (none when derandomized).
 
     >>> rerun_command(argparse.Namespace(sut="reference", scenario="all", profile="peftlife-dev",
     ...     max_examples=None, seed=7))
     'peftlife check --sut reference --scenario all --profile peftlife-dev --seed 7'
     """
-    words = ["peftlife check", f"--sut {args.sut}", f"--scenario {args.scenario}"]
-    words.append(f"--profile {args.profile}")
-    if args.max_examples is not None:
-        words.append(f"--max-examples {args.max_examples}")
-    return " ".join([*words, f"--seed {args.seed}"])
+    return check_command(args.sut, args.scenario, args.profile, args.seed, args.max_examples)

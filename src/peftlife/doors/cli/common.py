@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import hypothesis
+from rich.console import Console
 
 from peftlife import reports, sut
-from peftlife.checker import catalogue
-from peftlife.doors import ci_outputs
+from peftlife.checker import registry
+from peftlife.doors import outputs
+from peftlife.doors.outputs.story import Teller
 from peftlife.search import database, profiles, scenarios, shrink
 
 EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -107,7 +109,21 @@ def outputs_writable(args: argparse.Namespace) -> None:
     if hasattr(args, "report_dir"):
         writable(args.report_dir, "--report-dir")
     if hasattr(args, "junit_xml"):
-        ci_outputs.refuse_unwritable(args)
+        outputs.refuse_unwritable(targets(args))
+
+
+def targets(args: argparse.Namespace) -> outputs.Targets:
+    """Where the command's CI outputs go, as its options say: read here once."""
+    return outputs.Targets(
+        getattr(args, "junit_xml", None),
+        getattr(args, "summary", None),
+        Path(getattr(args, "report_dir", "peftlife-reports")),
+    )
+
+
+def teller(args: argparse.Namespace, console: Console) -> Teller:
+    """How the command tells a finding: on ``console`` unless ``-q``, reports in its folder."""
+    return Teller(console, args.quiet, Path(args.report_dir))
 
 
 # ---- argparse types ----
@@ -139,8 +155,8 @@ def positive(text: str) -> int:
 
 def invariant_name(name: str) -> str:
     """An argparse type: an invariant a finding can carry."""
-    if name not in catalogue.names():
-        known = ", ".join(catalogue.names())
+    if name not in registry.names():
+        known = ", ".join(registry.names())
         raise argparse.ArgumentTypeError(f"unknown invariant {name!r}; known: {known}")
     return name
 

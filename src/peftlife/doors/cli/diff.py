@@ -7,13 +7,13 @@ no divergence within the budget; 1 a divergence (with its reports); 2 bad input.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+import attrs
 from rich.console import Console
 
 from peftlife import reports, sut
-from peftlife.doors import ci_outputs
+from peftlife.doors import outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
     DATABASE_DEFAULT,
@@ -26,12 +26,15 @@ from peftlife.doors.cli.common import (
     outputs_writable,
     settings,
     shrink_timeout_option,
+    targets,
+    teller,
     validate,
 )
-from peftlife.doors.cli.tell import for_ci, tell_case, warn_unreached, written
-from peftlife.doors.progress import progress
+from peftlife.doors.outputs.progress import progress
+from peftlife.doors.outputs.records import DiffSummary, Replay
+from peftlife.doors.outputs.story import for_ci, warn_unreached, written
 from peftlife.reports import diff as diff_reports
-from peftlife.search import diff
+from peftlife.search import diff, events, profiles
 from peftlife.search.hunt import SearchResult
 from peftlife.world.words import count
 
@@ -55,7 +58,7 @@ def add_parser(command: NewCommand) -> None:
     )
     max_examples_option(p)
     shrink_timeout_option(p)
-    ci_outputs.add_options(p)
+    outputs.add_options(p)
     common_options(
         p,
         "diff",
@@ -75,25 +78,45 @@ def run(args: argparse.Namespace, console: Console) -> int:
     outputs_writable(args)
     report_dir = Path(args.report_dir)
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
+    # A random run searches with a seed of its own choosing, so its divergence can be replayed.
+    args.seed = profiles.run_seed(searching, args.seed)
+    replay = Replay(args.seed, rerun_command(args))
     ignore = tuple(dict.fromkeys(args.ignore))
     label = f"diff {args.a} against {args.b} in {args.scenario}"
-    with progress(console, label, budget(searching, every), show=not args.quiet) as tick:
+    with progress(console, label, budget(searching, every), show=not args.quiet) as emit:
         found = diff.find(
-            args.a, args.b, args.scenario, searching, ignore=ignore, seed=args.seed, progress=tick
+            args.a,
+            args.b,
+            args.scenario,
+            searching,
+            ignore=ignore,
+            seed=args.seed,
+            progress=events.counting(emit),
         )
         result = found.result
         shrunk = None
         if result.failure is not None and result.failure.died:
-            return _died(args, console, result)
+            return _died(args, console, result, replay, every)
         if result.failure is not None:
+            emit(events.PhaseStarted("shrinking"))
             shrunk = diff.minimized(
                 result.failure,
                 args.b,
                 ignore,
                 timeout=args.shrink_timeout,
-                progress=tick.shrinking,
+                progress=events.shrinking(emit),
             )
     where = "every shipped scenario" if every else f"scenario {args.scenario}"
+    summary = DiffSummary(
+        args.a,
+        args.b,
+        result.scenario,
+        where,
+        args.profile,
+        result.examples,
+        result.seconds,
+        replay,
+    )
     if shrunk is None:
         if not args.quiet:
             console.print(
@@ -103,12 +126,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             warn_unreached(result, console)
             for line in found.broken_lines(args.a, args.b):
                 console.print(f"note: {line}")
-        markdown = (
-            f"### peftlife diff: `{args.a}` and `{args.b}` behave the same\n\n"
-            f"{result.examples} examples in {where} ({args.profile} profile)\n"
-        )
-        passed = ci_outputs.JunitCase(result.scenario, f"{args.a} vs {args.b}", result.seconds)
-        ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (passed,)), args)
+        outputs.write(outputs.for_diff(summary), targets(args))
         return EXIT_HELD
     assert result.failure is not None
     case = reports.Case(
@@ -123,10 +141,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     )
     dcase = diff_reports.DiffCase(case, args.b, ignore)
     outcome = shrunk.outcome
-    if not args.quiet:
-        diff_reports.render_terminal(dcase, outcome, console)
-        console.print()
-    paths = _write_diff(dcase, outcome, args, console)
+    paths = teller(args, console).divergence(dcase, outcome)
     console.print(
         f"divergence found after {count(result.examples_to_find, 'example')}, shrunk to "
         f"{count(len(case.actions), 'action')}{written(paths)}"
@@ -138,28 +153,22 @@ def run(args: argparse.Namespace, console: Console) -> int:
     files = {k: v.name for k, v in paths.items()}
     markdown = diff_reports.render_markdown(dcase, outcome, files)
     divergence = outcome.divergence
-    message = (
-        f"divergence at iteration {divergence.iteration}"
-        if divergence is not None
-        else "divergence"
+    summary = attrs.evolve(
+        summary,
+        failure="divergence"
+        if divergence is None
+        else f"divergence at iteration {divergence.iteration}",
+        trace=reports.trace_hash(case),
+        report=str(paths["json"]) if paths else None,
     )
-    properties = [("peftlife_trace", reports.trace_hash(case))]
-    if paths:
-        properties.append(("peftlife_report", str(paths["json"])))
     story = diff_reports.terminal_text(dcase, outcome, width=100)
-    jcase = ci_outputs.JunitCase(
-        result.scenario,
-        f"{args.a} vs {args.b}",
-        result.seconds,
-        message,
-        story,
-        tuple(properties),
-    )
-    ci_outputs.write(ci_outputs.CiOutputs("diff", markdown, (jcase,)), args)
+    outputs.write(outputs.for_diff(summary, story, markdown), targets(args))
     return EXIT_FOUND
 
 
-def _died(args: argparse.Namespace, console: Console, result: SearchResult) -> int:
+def _died(
+    args: argparse.Namespace, console: Console, result: SearchResult, replay: Replay, every: bool
+) -> int:
     """A scheduler took the search's process down: that is its own finding, not a divergence.
 
     The trace is replayed on each side alone (under the outside watchdog) to
@@ -175,35 +184,40 @@ def _died(args: argparse.Namespace, console: Console, result: SearchResult) -> i
         outcome = reports.replay(case)
         if outcome.held:
             continue
-        outcome, paths = tell_case(case, args, console, outcome)
+        outcome, paths = teller(args, console).case(case, outcome)
         console.print(
             f"{spec} took the search's process down after "
             f"{count(result.examples_to_find, 'example')}{written(paths)}"
         )
         finding, story, details = for_ci(case, outcome, paths, outcome.violations[0].invariant)
-        jcase = ci_outputs.JunitCase(
-            result.scenario, f"{args.a} vs {args.b}", result.seconds, finding.invariant, story
+        summary = DiffSummary(
+            args.a,
+            args.b,
+            result.scenario,
+            "every shipped scenario" if every else f"scenario {args.scenario}",
+            args.profile,
+            result.examples,
+            result.seconds,
+            replay,
+            failure=finding.invariant,
         )
-        ci_outputs.write(ci_outputs.CiOutputs("diff", details, (jcase,)), args)
+        outputs.write(outputs.for_diff(summary, story, details), targets(args))
         return EXIT_FOUND
     raise RuntimeError(f"the search's process died, yet neither {args.a} nor {args.b} did so again")
 
 
-def _write_diff(
-    dcase: diff_reports.DiffCase,
-    outcome: diff.PairOutcome,
-    args: argparse.Namespace,
-    console: Console,
-) -> dict[str, Path]:
-    """Write a divergence's reports; if they cannot be written, say so and tell the story."""
-    try:
-        return diff_reports.write(dcase, outcome, Path(args.report_dir))
-    except OSError as err:
-        if args.quiet:
-            diff_reports.render_terminal(dcase, outcome, console)
-        print(
-            f"peftlife: could not write reports to {args.report_dir!r} ({err.strerror}); "
-            "the divergence above is the whole finding",
-            file=sys.stderr,
-        )
-        return {}
+def rerun_command(args: argparse.Namespace) -> str:
+    """The command that runs this search again, seed included (none when derandomized).
+
+    >>> rerun_command(argparse.Namespace(a="reference", b="m:S", scenario="default",
+    ...     profile="peftlife-dev", max_examples=None, ignore=["order"], seed=7))
+    'peftlife diff reference m:S --scenario default --profile peftlife-dev --ignore order --seed 7'
+    """
+    words = [f"peftlife diff {args.a} {args.b} --scenario {args.scenario}"]
+    words.append(f"--profile {args.profile}")
+    words += [f"--ignore {what}" for what in dict.fromkeys(args.ignore)]
+    if args.max_examples is not None:
+        words.append(f"--max-examples {args.max_examples}")
+    if args.seed is not None:
+        words.append(f"--seed {args.seed}")
+    return " ".join(words)

@@ -2,7 +2,7 @@
 
 Exit codes: 0 no violation up to the depth reached; 1 a shortest
 counterexample (with its reports); 2 bad input. Like ``check`` it leaves its
-CI outputs (``ci_outputs``): summary.json, the step summary and ``--junit-xml``.
+CI outputs (``outputs``): summary.json, the step summary and ``--junit-xml``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import attrs
 from rich.console import Console
 
 from peftlife import reports
-from peftlife.doors import ci_outputs
+from peftlife.checker import registry
+from peftlife.doors import outputs
 from peftlife.doors.cli.common import (
     EXIT_FOUND,
     EXIT_HELD,
@@ -25,11 +26,15 @@ from peftlife.doors.cli.common import (
     common_options,
     outputs_writable,
     positive,
+    targets,
+    teller,
     validate,
 )
-from peftlife.doors.cli.tell import for_ci, tell_case, written
-from peftlife.doors.progress import progress
-from peftlife.search import scenarios
+from peftlife.doors.outputs.progress import progress
+from peftlife.doors.outputs.records import ExplorationSummary
+from peftlife.doors.outputs.story import for_ci, written
+from peftlife.doors.outputs.unchecked import not_checked_note
+from peftlife.search import events, scenarios
 from peftlife.search.explore import MAX_STATES, Alphabet, explore
 
 
@@ -48,7 +53,7 @@ def add_parser(command: NewCommand) -> None:
     ex.add_argument(
         "--max-states", type=positive, default=MAX_STATES, help="stop after this many states"
     )
-    ci_outputs.add_options(ex, junit="one test case, failed by a counterexample")
+    outputs.add_options(ex, junit_cases="one test case, failed by a counterexample")
     common_options(ex, "explore", report_dir={"help": "where the reports and summary.json go"})
     ex.set_defaults(run=run)
 
@@ -68,11 +73,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     s = scenarios.load(scenario)
     world = config or scenarios.smallest_world(s)
     prompts = _lengths("--prompt-lens", args.prompt_lens)
-    outputs = _lengths("--max-new-tokens", args.max_new_tokens)
-    letters = Alphabet.of(s, world, prompts, outputs)
+    output_lens = _lengths("--max-new-tokens", args.max_new_tokens)
+    letters = Alphabet.of(s, world, prompts, output_lens)
     label = f"exploring {args.sut} in {scenario}"
     start = time.perf_counter()
-    with progress(console, label, args.max_states, show=not args.quiet, unit="states") as tick:
+    with progress(console, label, args.max_states, show=not args.quiet, unit="states") as emit:
         result = explore(
             args.sut,
             scenario,
@@ -80,12 +85,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
             config=world,
             alphabet=letters,
             max_states=args.max_states,
-            progress=lambda states: tick(states, 0),
+            progress=lambda states: emit(events.ExamplesRan(states)),
         )
     seconds = round(time.perf_counter() - start, 2)
-    unchecked = world.overlap and not world.in_flight_checked
-    notes = (ci_outputs.in_flight_note([scenario]),) if unchecked else ()
-    summary = ci_outputs.ExplorationSummary(
+    notes = tuple(not_checked_note(i, [scenario]) for i in registry.not_checked(world))
+    summary = ExplorationSummary(
         args.sut,
         scenario,
         result.states,
@@ -107,17 +111,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
         for note in notes:
             console.print(f"note: {note}")
-        ci_outputs.write(ci_outputs.for_exploration(summary, "", ""), args)
+        outputs.write(outputs.for_exploration(summary, "", ""), targets(args))
         return EXIT_HELD
     case = reports.Case.from_failure(result.failure, profile="explore")
-    outcome, paths = tell_case(case, args, console)
+    outcome, paths = teller(args, console).case(case)
     console.print(
         f"explored {result.states} states: a shortest counterexample has "
         f"{len(case.actions)} actions{written(paths)}"
     )
     finding, story, details = for_ci(case, outcome, paths, result.failure.invariant)
     summary = attrs.evolve(summary, finding=finding)
-    ci_outputs.write(ci_outputs.for_exploration(summary, story, details), args)
+    outputs.write(outputs.for_exploration(summary, story, details), targets(args))
     return EXIT_FOUND
 
 

@@ -2,7 +2,7 @@
 
 The campaign itself is ``peftlife.doors.fuzz``; this module reads its options.
 Exit codes: 0 no finding; 1 a finding or a worker's crash; 2 bad input.
-Like ``check`` it leaves its CI outputs (``ci_outputs``): summary.json, the
+Like ``check`` it leaves its CI outputs (``outputs``): summary.json, the
 step summary and ``--junit-xml``.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from peftlife.doors import ci_outputs
 from peftlife.doors import fuzz as campaigns
+from peftlife.doors import outputs
 from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
     EXIT_FOUND,
@@ -28,9 +28,11 @@ from peftlife.doors.cli.common import (
     outputs_writable,
     positive,
     shrink_timeout_option,
+    targets,
     validate,
 )
-from peftlife.doors.cli.tell import note_unchecked
+from peftlife.doors.outputs.records import CampaignSummary
+from peftlife.doors.outputs.story import note_unchecked
 from peftlife.search import database, scenarios
 
 
@@ -60,8 +62,9 @@ def add_parser(command: NewCommand) -> None:
         help="times a worker whose process died is started again",
     )
     shrink_timeout_option(fuzz)
-    ci_outputs.add_options(
-        fuzz, junit="a failed test case per defect and per crashed worker, else one that passed"
+    outputs.add_options(
+        fuzz,
+        junit_cases="a failed test case per defect and per crashed worker, else one that passed",
     )
     common_options(
         fuzz,
@@ -107,7 +110,25 @@ def run(args: argparse.Namespace, console: Console) -> int:
     campaign.run()
     campaign.summary()
     note_unchecked(names, console)
-    ci_outputs.write(ci_outputs.for_campaign(ci_outputs.CampaignSummary.of(campaign)), args)
+    summary = CampaignSummary.of(campaign, rerun=_rerun_command(args, plan))
+    outputs.write(outputs.for_campaign(summary), targets(args))
     if campaign.interrupted:  # what it found is written: now the one line and exit 130
         raise KeyboardInterrupt
     return EXIT_FOUND if campaign.found else EXIT_HELD
+
+
+def _rerun_command(args: argparse.Namespace, plan: campaigns.Plan) -> str:
+    """The command that starts the same campaign: its slices get the same seeds.
+
+    >>> plan = campaigns.Plan("reference", ("default",), 2, "nightly", 7, Path("r"), duration=60.0)
+    >>> print(_rerun_command(argparse.Namespace(scenario="default", max_examples=None), plan))
+    peftlife fuzz --sut reference --scenario default --workers 2 --profile nightly --duration 60 \
+--seed 7
+    """
+    words = [f"peftlife fuzz --sut {plan.sut} --scenario {args.scenario}"]
+    words.append(f"--workers {plan.workers} --profile {plan.profile}")
+    if args.max_examples is not None:
+        words.append(f"--max-examples {args.max_examples}")
+    if plan.duration is not None:
+        words.append(f"--duration {plan.duration:g}")
+    return " ".join([*words, f"--seed {plan.seed}"])

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from peftlife import reports
-from peftlife.doors import ci_outputs
+from peftlife.doors import outputs
 from peftlife.doors.cli.common import (
     EXIT_FOUND,
     EXIT_HELD,
@@ -27,10 +27,11 @@ from peftlife.doors.cli.common import (
     outputs_writable,
     positive,
     shrink_timeout_option,
+    targets,
     writable,
 )
-from peftlife.doors.cli.tell import note_unchecked
-from peftlife.doors.progress import progress
+from peftlife.doors.outputs.progress import progress
+from peftlife.doors.outputs.story import note_unchecked
 from peftlife.search import gate
 from peftlife.sut.mutants import CATALOGUE
 
@@ -44,7 +45,7 @@ def add_parser(command: NewCommand) -> None:
     )
     mutants.add_argument("--no-shrink", action="store_true", help="skip shrinking (no step counts)")
     shrink_timeout_option(mutants)
-    ci_outputs.add_options(mutants)
+    outputs.add_options(mutants)
     common_options(mutants, "mutants", quiet={"help": "no progress"})
     mutants.set_defaults(run=run)
 
@@ -57,10 +58,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     outputs_writable(args)
     runs = gate.plan(args.profile, shrink=not args.no_shrink, shrink_timeout=args.shrink_timeout)
     show = not args.quiet
-    with progress(console, "mutant gate", len(runs), show=show, unit="runs") as tick:
-        table = gate.run_gate(
-            runs, jobs=args.jobs, done=lambda finished: tick(finished, 0), news=tick.phase
-        )
+    with progress(console, "mutant gate", len(runs), show=show, unit="runs") as emit:
+        table = gate.run_gate(runs, jobs=args.jobs, emit=emit)
     console.print(gate_table([row.cells() for row in table.rows]))
     console.print(table.verdict)
     note_unchecked((row.scenario for row in table.rows), console)
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "the table above is the whole result",
                 file=sys.stderr,
             )
-    ci_outputs.write(ci_outputs.for_gate(table, args.profile), args)
+    outputs.write(outputs.for_gate(table, args.profile), targets(args))
     return EXIT_HELD if table.ok else EXIT_FOUND
 
 

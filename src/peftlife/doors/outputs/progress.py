@@ -1,10 +1,11 @@
 """Progress while a search runs: a bar with totals on a terminal, a heartbeat line elsewhere.
 
-On a terminal the bar counts examples out of the budget (or runs out of the
-gate's total); off a terminal (a CI log, a pipe) one line every few seconds
-says the same, so a long run is visibly alive without flooding the log. Once a
-finding is being shrunk, both say so ("shrinking: N replays, best M actions")
-instead of a count of examples that no longer moves.
+Both are handlers of the search's events (``peftlife.search.events``). On a
+terminal the bar counts examples out of the budget (or runs out of the gate's
+total); off a terminal (a CI log, a pipe) one line every few seconds says the
+same, so a long run is visibly alive without flooding the log. Once a finding
+is being shrunk, both say so ("shrinking: N replays, best M actions") instead
+of a count of examples that no longer moves, until ``NewsOver``.
 """
 
 from __future__ import annotations
@@ -14,39 +15,39 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from peftlife.search.shrink import ShrinkProgress
+from peftlife.search import events
 
 # Seconds between two heartbeat lines off a terminal.
 HEARTBEAT = 5.0
 
+# What a display shows: examples (or states, runs) done, iterations, and the phase line
+# (None: counting).
+Show = Callable[[int, int, str | None], None]
 
-class Tick:
-    """What a running command tells its progress display.
 
-    Call it with (done, iterations) as work completes; ``shrinking`` says a
-    finding is being shrunk, ``phase`` sets any other phase line (None: counting).
-    """
+class Display:
+    """A progress display as a handler of events: counts, and the shrink's line meanwhile."""
 
-    def __init__(self, show: Callable[[int, int, str | None], None]) -> None:
+    def __init__(self, show: Show) -> None:
         self._show = show
         self._counts = (0, 0)
         self._phase: str | None = None
 
-    def __call__(self, done: int, iterations: int) -> None:
-        self._counts = (done, iterations)
-        self._show(done, iterations, self._phase)
-
-    def phase(self, text: str | None) -> None:
-        self._phase = text
-        self._show(*self._counts, text)
-
-    def shrinking(self, where: ShrinkProgress) -> None:
-        self.phase(where.describe())
+    def __call__(self, event: events.Event) -> None:
+        if isinstance(event, events.ExamplesRan):
+            self._counts = (event.done, event.iterations)
+        elif isinstance(event, events.PhaseStarted | events.ShrinkStep):
+            self._phase = event.describe()
+        elif isinstance(event, events.NewsOver):
+            self._phase = None
+        else:
+            return
+        self._show(*self._counts, self._phase)
 
 
 @contextmanager
@@ -59,25 +60,25 @@ def progress(
     unit: str = "examples",
     heartbeat: float = HEARTBEAT,
     stream: IO[str] | None = None,
-) -> Iterator[Tick]:
-    """A ``tick(done, iterations)`` to call as work completes.
+) -> Iterator[events.Handler]:
+    """A handler to emit the run's events to.
 
     Silent when ``show`` is false; a bar on a terminal; otherwise a heartbeat
     line on ``stream`` (stderr by default) every ``heartbeat`` seconds.
     """
     if not show:
-        yield Tick(lambda done, iterations, phase: None)
+        yield events.ignore
         return
     if console.is_terminal:
-        with _bar(console, label, total, unit) as tick:
-            yield tick
+        with _bar(console, label, total, unit) as display:
+            yield display
         return
-    with _heartbeat(label, total, unit, heartbeat, stream or sys.stderr) as tick:
-        yield tick
+    with _heartbeat(label, total, unit, heartbeat, stream or sys.stderr) as display:
+        yield display
 
 
 @contextmanager
-def _bar(console: Console, label: str, total: int | None, unit: str) -> Iterator[Tick]:
+def _bar(console: Console, label: str, total: int | None, unit: str) -> Iterator[Display]:
     columns = (
         TextColumn(label),
         BarColumn(bar_width=20),
@@ -93,14 +94,14 @@ def _bar(console: Console, label: str, total: int | None, unit: str) -> Iterator
             more += f" · {phase}" if phase else ""
             bar.update(task, completed=done, iterations=more)
 
-        yield Tick(show)
+        yield Display(show)
 
 
 @contextmanager
 def _heartbeat(
     label: str, total: int | None, unit: str, every: float, stream: IO[str]
-) -> Iterator[Tick]:
-    state: list[Any] = [0, 0, None]
+) -> Iterator[Display]:
+    state: tuple[int, int, str | None] = (0, 0, None)
     start = time.perf_counter()
     stop = threading.Event()
 
@@ -118,10 +119,11 @@ def _heartbeat(
     thread.start()
 
     def show(done: int, iterations: int, phase: str | None) -> None:
-        state[:] = [done, iterations, phase]
+        nonlocal state
+        state = (done, iterations, phase)
 
     try:
-        yield Tick(show)
+        yield Display(show)
     finally:
         stop.set()
         thread.join()
