@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import write_section
+from peftlife.search import diff
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -107,7 +108,7 @@ def _report(where: Path) -> str:
         return "no report"
     data = json.loads(found[0].read_text("utf-8"))
     if divergence := data.get("divergence"):  # a diff report
-        cells = ", ".join(divergence.get("cells", ()))
+        cells = ", ".join(str(diff.Cell(**cell)) for cell in divergence.get("cells", ()))
         return f"divergence at iteration {divergence.get('iteration')}: {cells}"[:90]
     violation = (data.get("violations") or [{}])[0]
     return f"{violation.get('invariant', '?')}: {violation.get('found', '?')}"[:90]

@@ -19,7 +19,7 @@ import attrs
 import pytest
 from tests.test_report import CASE
 
-from peftlife.reports.case import replay, to_json
+from peftlife.reports.finding.case import replay, to_json
 from peftlife.world.ledger import Args, Call, Facts, Method
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "peftlife"

@@ -24,7 +24,7 @@ import pytest
 
 from peftlife import ReferenceScheduler, reports
 from peftlife.doors import cli
-from peftlife.reports import diff as diff_reports
+from peftlife.reports import divergence as diff_reports
 from peftlife.search import diff, machine, profiles
 from peftlife.search.trace import Action
 from peftlife.sut.mutants import CATALOGUE
@@ -96,9 +96,9 @@ def run(*argv: str) -> tuple[int, str]:
 @pytest.mark.parametrize("mutant", [m.name for m in CATALOGUE])
 def test_the_reference_diverges_from_every_mutant(mutant: str) -> None:
     found = diff.find("reference", f"mutant:{mutant}", "all", CI)
-    assert found.result.failure is not None, mutant
-    assert isinstance(found.result.failure, diff.Diverged)
-    assert found.result.failure.paired.diverges
+    assert found.divergence is not None, mutant
+    assert found.result.failure is None  # a divergence is no broken invariant
+    assert found.divergence.paired.diverges
 
 
 def test_the_reference_does_not_diverge_from_a_copy_of_itself() -> None:
@@ -110,11 +110,11 @@ def test_the_reference_does_not_diverge_from_a_copy_of_itself() -> None:
 
 def test_a_second_harmless_release_diverges_in_calls_only() -> None:
     found = diff.find("reference", f"{HERE}:ReleasesTwice", "all", CI)
-    assert found.result.failure is not None
-    shrunk = diff.minimized(found.result.failure, f"{HERE}:ReleasesTwice")
+    assert found.divergence is not None
+    shrunk = diff.minimized(found.divergence, f"{HERE}:ReleasesTwice")
     divergence = shrunk.outcome.divergence
     assert divergence is not None
-    assert set(divergence.cells) <= {"calls"} | {f"request {r} calls" for r in range(1, 9)}
+    assert {(c.kind, c.name) for c in divergence.cells} <= {("calls", ""), ("request", "calls")}
     a, b = divergence.a, divergence.b
     assert a is not None and b is not None
     assert b.call_texts.count(next(t for t in b.call_texts if "pause=True" in t)) == 2
@@ -128,16 +128,16 @@ def test_the_batch_order_counts() -> None:
     """Reversing the batch is a divergence: its order is the order the executor
     registers adapters in, which can make a registration fail."""
     found = diff.find("reference", f"{HERE}:Reversed", "all", CI)
-    assert found.result.failure is not None
-    cells = found.result.failure.paired.cells
-    assert {"context", "generation"} & set(cells), cells
+    assert found.divergence is not None
+    cells = found.divergence.paired.cells
+    assert {diff.Cell("list", "context"), diff.Cell("list", "generation")} & set(cells), cells
 
 
 def test_calls_in_another_order_diverge_unless_order_is_ignored() -> None:
     found = diff.find("reference", f"{HERE}:ReleaseFirst", "all", CI)
-    assert found.result.failure is not None
-    paired = found.result.failure.paired
-    assert "calls" in paired.cells
+    assert found.divergence is not None
+    paired = found.divergence.paired
+    assert diff.Cell("calls") in paired.cells
     assert paired.a is not None and paired.b is not None
     assert sorted(paired.a.call_texts) == sorted(paired.b.call_texts)
     ignored = diff.find("reference", f"{HERE}:ReleaseFirst", "all", SMALL, ignore=["order"])
@@ -150,20 +150,20 @@ def test_paused_lists_compare_as_sets() -> None:
     assert diff.differences(a, b) == ()
     c = diff.Observation(1, (("context", ("1", "2")),), "", (), (), (), ())
     d = diff.Observation(1, (("context", ("2", "1")),), "", (), (), (), ())
-    assert diff.differences(c, d) == ("context",)
+    assert diff.differences(c, d) == (diff.Cell("list", "context"),)
     assert diff.differences(c, d, ignore=["order"]) == ()
 
 
 def test_a_divergence_shrinks_and_replays_with_each_sides_invariants() -> None:
     found = diff.find("reference", MUTANT, OPT_IN, CI)
-    assert found.result.failure is not None
-    shrunk = diff.minimized(found.result.failure, MUTANT)
+    assert found.divergence is not None
+    shrunk = diff.minimized(found.divergence, MUTANT)
     # The invariant shrinker reaches 4 actions here; the divergence shrinker, which
     # must keep the calls diverging rather than one invariant failing, stops a few above.
     assert len(shrunk.actions) <= 10
     assert shrunk.shrink.stopped is None
     divergence = shrunk.outcome.divergence
-    assert divergence is not None and "calls" in divergence.cells
+    assert divergence is not None and diff.Cell("calls") in divergence.cells
     assert shrunk.outcome.violations_a == ()
     assert shrunk.outcome.violations_b[0].invariant == "ownership_follows_residency"
     again = diff.replay(
@@ -205,9 +205,9 @@ def test_two_checkouts_diverge_where_one_has_the_defect(tmp_path: Path) -> None:
     fixed = _checkout(tmp_path, "fixed", fixed=True)
     broken = _checkout(tmp_path, "broken", fixed=False)
     found = diff.find(f"trtllm:{fixed}", f"trtllm:{broken}", "all", CI)
-    failure = found.result.failure
+    failure = found.divergence
     assert failure is not None
-    assert "calls" in failure.paired.cells
+    assert diff.Cell("calls") in failure.paired.cells
     a, b = failure.paired.a, failure.paired.b
     assert a is not None and b is not None
     released = [t for t in a.call_texts if t.startswith("mark_request_done")]
@@ -270,9 +270,16 @@ def test_diff_reports_a_divergence_in_every_format(tmp_path: Path) -> None:
     (json_path,) = reports_dir.glob("diff_*.json")
     data = json.loads(json_path.read_text("utf-8"))
     assert (data["sut_a"], data["sut_b"], data["scenario"]) == ("reference", MUTANT, OPT_IN)
-    assert "calls" in data["divergence"]["cells"]
+    cells = [diff.Cell(**cell) for cell in data["divergence"]["cells"]]
+    assert diff.Cell("calls") in cells
+    owns = [c for c in cells if c.kind == "request" and c.name == "owns"]
+    assert owns
     assert data["invariants"]["a"] == []
-    assert data["invariants"]["b"][0]["invariant"] == "ownership_follows_residency"
+    # Each side's violations have a finding report's shape.
+    (broken, *_) = data["invariants"]["b"]
+    assert broken["invariant"] == "ownership_follows_residency"
+    shape = ("invariant", "subject", "expected", "found", "iteration", "requests", "adapters")
+    assert tuple(broken) == shape and isinstance(broken["subject"], str)
     dcase = diff_reports.from_json(data)
     assert diff_reports.replay(dcase).divergence is not None
     markdown = json_path.with_suffix(".md").read_text("utf-8")
@@ -285,7 +292,7 @@ def test_diff_reports_a_divergence_in_every_format(tmp_path: Path) -> None:
         requests[i][1] == "A" and requests[i + 1] == (requests[i][0], "B")
         for i in range(0, len(requests), 2)
     )
-    assert "calls" in html.marked and any(m.endswith(" owns") for m in html.marked)
+    assert "calls" in html.marked and str(owns[0]) in html.marked
     case = ET.parse(junit_file).getroot().find(".//testcase")
     assert case is not None and case.get("classname") == f"reference vs {MUTANT}"
     failure = case.find("failure")
@@ -367,6 +374,24 @@ def test_a_diff_report_reads_back_and_renders_the_same(tmp_path: Path) -> None:
     text = diff_reports.terminal_text(again, diff_reports.replay(again))
     assert text == diff_reports.terminal_text(dcase, outcome)
     assert "ignoring order" in text and "≠ calls" in text
+
+
+def test_a_diff_report_of_version_1_still_loads(tmp_path: Path) -> None:
+    """Version 1 wrote cells as text and violations with a nested subject; a replay
+    reads only the case, which is the same in both."""
+    trace = (Action("submit", prompt_len=2, max_new_tokens=1), Action("step"))
+    dcase = diff_reports.DiffCase(
+        reports.Case("reference", "default", EngineConfig(), trace), "mutant:evicts_inflight"
+    )
+    data = diff_reports.to_json(dcase, diff_reports.replay(dcase))
+    old = data | {
+        "diff_schema_version": 1,
+        "divergence": {"iteration": 1, "action_index": 1, "cells": ["calls", "request 1 owns"]},
+        "invariants": {"a": [], "b": [{"invariant": "x", "subject": {"requests": [1]}}]},
+    }
+    assert diff_reports.from_json(old) == dcase
+    with pytest.raises(reports.ReportError, match="version 1 or 2"):
+        diff_reports.from_json(data | {"diff_schema_version": 3})
 
 
 def test_the_diff_html_page_marks_only_the_diverging_iteration(tmp_path: Path) -> None:

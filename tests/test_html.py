@@ -21,7 +21,7 @@ from tests.test_report import CASE, DRAIN_CASE, GOLDEN, OVERLAP_CASE, REGEN
 
 from peftlife import reports as report
 from peftlife.reports import Case, Outcome
-from peftlife.reports.html import render_html, render_index, verdict_words, write_index
+from peftlife.reports.finding.html import render_html, render_index, verdict_words, write_index
 
 
 @pytest.fixture(scope="module")

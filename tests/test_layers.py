@@ -92,6 +92,28 @@ def test_the_checker_imports_only_the_world() -> None:
     assert set(_layers_imported("checker")) == {"world"}
 
 
+def _reports_stack_imports(stack: str) -> set[str]:
+    """The modules of ``peftlife.reports`` that the files of one stack import."""
+    return {
+        module
+        for module, files in IMPORTS["reports"].items()
+        if module.startswith("peftlife.reports.")
+        and any(f.startswith(f"reports/{stack}/") for f in files)
+    }
+
+
+def test_the_report_stacks_share_only_the_common_modules() -> None:
+    """A finding's reports know nothing of divergences; a divergence's reuse a finding's
+    case (A's side of it) and otherwise only what both share."""
+    shared = {"peftlife.reports.format", "peftlife.reports.folder"}
+    finding = _reports_stack_imports("finding")
+    divergence = _reports_stack_imports("divergence")
+    assert not {m for m in finding if m.startswith("peftlife.reports.divergence")}
+    outside = {m for m in divergence if not m.startswith("peftlife.reports.divergence.")}
+    assert outside == shared | {"peftlife.reports.finding.case"}
+    assert shared <= finding
+
+
 def test_the_world_imports_neither_hypothesis_nor_rich() -> None:
     third_party = {module.split(".")[0] for module in IMPORTS["world"]}
     assert not third_party & {"hypothesis", "rich"}

@@ -14,7 +14,8 @@ import pytest
 
 from peftlife.checker import invariants, registry
 from peftlife.checker.invariants import Violation
-from peftlife.reports.case import Case, _plain, to_json, trace_hash
+from peftlife.reports.finding.case import Case, to_json, trace_hash
+from peftlife.reports.format import plain as plain_json
 from peftlife.search import scenarios, shrink
 from peftlife.search.trace import Action, apply, checked_replay
 from peftlife.sut import mutants
@@ -128,7 +129,7 @@ def test_the_simple_loop_ignores_the_overlap_actions() -> None:
 
 def test_a_simple_loop_report_keeps_its_fields_and_hash() -> None:
     config = EngineConfig()
-    plain = _plain(config)
+    plain = plain_json(config)
     assert "executor" not in plain and "inflight_ids" not in plain
     outcome = checked_replay(
         config, (Action("submit", prompt_len=4, max_new_tokens=1),), ReferenceScheduler
@@ -138,7 +139,7 @@ def test_a_simple_loop_report_keeps_its_fields_and_hash() -> None:
     for word in ("executor", "in_flight", "overlap", "retiring", "held"):
         assert f'"{word}"' not in text
     overlap_case = Case("reference", "overlap", OVERLAP, case.actions)
-    assert _plain(OVERLAP)["executor"] == "overlap"
+    assert plain_json(OVERLAP)["executor"] == "overlap"
     assert trace_hash(overlap_case) != trace_hash(case)
 
 
@@ -246,7 +247,7 @@ def test_14_an_in_flight_member_recompute_paused_is_flagged() -> None:
 
 def test_14_is_not_checked_when_the_scheduler_is_told_nothing_unless_opted_in() -> None:
     empty = EngineConfig(
-        **{**_plain(PRESSURE), "adapter_pages": ((1, 1),), "inflight_ids": "empty"}
+        **{**plain_json(PRESSURE), "adapter_pages": ((1, 1),), "inflight_ids": "empty"}
     )
     snaps = _steps(empty, mutants.DoubleTeardown, PRESSURE_TRACE)
     assert registry.not_checked(empty) == (registry.BY_NAME["in_flight_pin"],)

@@ -35,8 +35,8 @@ from peftlife.checker import registry
 from peftlife.checker.drain import _drained_empty
 from peftlife.checker.invariants import Violation
 from peftlife.reports import Case, Outcome, Step, story
-from peftlife.reports.case import replay
-from peftlife.reports.html import render_html
+from peftlife.reports.finding.case import replay
+from peftlife.reports.finding.html import render_html
 from peftlife.search.trace import Action, Entry
 from peftlife.world.config import EngineConfig
 from peftlife.world.snapshot import Snapshot

@@ -1,13 +1,16 @@
 """Counterexample reports: a shrunk failure a person reads in a minute and replays forever.
 
-From a ``Case`` and the ``Outcome`` of its replay this package renders the
-terminal story (``terminal``), Markdown (``markdown``), JSON (``case``), a
-standalone regression test (``regression``) and an HTML timeline (``html``);
-``write`` puts the files side by side in a report directory, whose
-``index.html`` (``write_index``) lists every finding and the mutant gate.
+Two stacks share one module of words and JSON (``format``) and the report
+folder (``folder``). A finding's (``finding``): from a ``Case`` and the
+``Outcome`` of its replay, the terminal story (``terminal``), Markdown
+(``markdown``), JSON (``case``), a standalone regression test (``regression``)
+and an HTML timeline (``html``); ``write`` puts the files side by side in a
+report directory, whose ``index.html`` (``write_index``) lists every finding
+and the mutant gate. A divergence of two schedulers (``divergence``), side by
+side in the same forms but the test. The names below are the finding's.
 """
 
-from peftlife.reports.case import (
+from peftlife.reports.finding.case import (
     SCHEMA_VERSION,
     Case,
     Entry,
@@ -18,10 +21,10 @@ from peftlife.reports.case import (
     to_json,
     trace_hash,
 )
-from peftlife.reports.files import report_folder, unwritable, write
-from peftlife.reports.html import render_html, render_index, write_index
-from peftlife.reports.markdown import render_markdown
-from peftlife.reports.regression import (
+from peftlife.reports.finding.files import write
+from peftlife.reports.finding.html import render_html, render_index, write_index
+from peftlife.reports.finding.markdown import render_markdown
+from peftlife.reports.finding.regression import (
     KEPT_TEST_PREFIX,
     CaseFailed,
     case_name,
@@ -30,8 +33,10 @@ from peftlife.reports.regression import (
     kept_test_name,
     render_regression_test,
 )
-from peftlife.reports.story import Step, story, violation_subjects, world_lines
-from peftlife.reports.terminal import print_report, render_terminal, terminal_text
+from peftlife.reports.finding.story import Step, story, violation_subjects
+from peftlife.reports.finding.terminal import print_report, render_terminal, terminal_text
+from peftlife.reports.folder import report_folder, unwritable
+from peftlife.reports.format import world_lines
 
 __all__ = [
     "KEPT_TEST_PREFIX",

@@ -44,14 +44,15 @@ import hypothesis
 
 from peftlife import sut
 from peftlife.checker import drain, registry
-from peftlife.checker.invariants import Subject, Violation, owned
+from peftlife.checker.invariants import Violation, owned
 from peftlife.search import outside, scenarios, shrink
-from peftlife.search.failure import LifecycleFailure, Run
+from peftlife.search.failure import Finding, Run
 from peftlife.search.hunt import SearchResult, died_result, hunt, search
 from peftlife.search.machine import LifecycleMachine
 from peftlife.search.trace import Action, apply
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
+from peftlife.world.fields import QUIET_AT_DEFAULT
 from peftlife.world.ledger import Call, given
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.snapshot import Snapshot, in_flight_line
@@ -67,6 +68,7 @@ REQUEST_FIELDS = ("listed", "state", "prefill", "tokens", "target", "draft", "ow
 # The fields that say what became of a request (always compared); "listed" and
 # "calls" are its share of the lists and of the calls, compared through them.
 STATE_FIELDS = ("state", "prefill", "tokens", "target", "draft", "owns")
+SHARE_FIELDS = ("listed", "calls")
 
 
 # ---- what one iteration observably does ----
@@ -246,49 +248,80 @@ def observe(s: Snapshot) -> Observation:
     )
 
 
+# ---- where two iterations differ ----
+
+CellKind = Literal["iteration", "output", "list", "calls", "writes", "errors", "request"]
+# The kinds that are about the scheduler's output: a list, or whether there was one.
+OUTPUT_KINDS: frozenset[CellKind] = frozenset({"iteration", "output", "list"})
+
+
+@attrs.frozen
+class Cell:
+    """One place where two observations of an iteration differ.
+
+    ``kind`` is the part: ``iteration`` (one side ran no such iteration: its drain
+    had ended), ``output`` (one side gave no readable output, or another fault),
+    ``list`` (the output list ``name``), ``calls``, ``writes``, ``errors``, or
+    ``request`` (the field ``name`` of request ``request_id``).
+
+    >>> str(Cell("request", "owns", 2)), str(Cell("list", "recompute_paused"))
+    ('request 2 owns', 'recompute_paused')
+    """
+
+    kind: CellKind
+    # Quiet at their defaults: a report writes ``{"kind": "calls"}`` for an iteration-wide cell.
+    name: str = attrs.field(default="", metadata={QUIET_AT_DEFAULT: True})
+    request_id: int | None = attrs.field(default=None, metadata={QUIET_AT_DEFAULT: True})
+
+    @property
+    def decisive(self) -> bool:
+        """Whether this cell alone makes a divergence: a request's ``listed`` and
+        ``calls`` only show where a list or the calls differ, which are cells too."""
+        return not (self.kind == "request" and self.name in SHARE_FIELDS)
+
+    @property
+    def about_output(self) -> bool:
+        """Whether the cell is the scheduler's output (a list, or whether it gave one)."""
+        return self.kind in OUTPUT_KINDS
+
+    def __str__(self) -> str:
+        if self.kind == "request":
+            return f"request {self.request_id} {self.name}"
+        return self.name if self.kind == "list" else self.kind
+
+
 def _same(a: Iterable[str], b: Iterable[str], ordered: bool) -> bool:
     return tuple(a) == tuple(b) if ordered else Counter(a) == Counter(b)
 
 
 def differences(
     a: Observation | None, b: Observation | None, ignore: Collection[str] = ()
-) -> tuple[str, ...]:
-    """The cells where two observations of one iteration differ, none if they agree.
-
-    A cell is ``output`` (one side gave no readable output), a list name, ``calls``,
-    ``writes``, ``errors``, ``iteration`` (one side ran no such iteration: its
-    drain had ended) or ``request N field``.
-    """
+) -> tuple[Cell, ...]:
+    """The cells where two observations of one iteration differ, none if they agree."""
     if a is None or b is None:
-        return () if a is b else ("iteration",)
+        return () if a is b else (Cell("iteration"),)
     order = "order" not in ignore
     calls = "calls" not in ignore
-    cells: list[str] = []
+    cells: list[Cell] = []
     if (a.lists is None) != (b.lists is None) or a.fault_kind != b.fault_kind:
-        cells.append("output")
+        cells.append(Cell("output"))
     for name in LISTS:
         if not _same(a.listed(name), b.listed(name), order and name in ORDERED_LISTS):
-            cells.append(name)
+            cells.append(Cell("list", name))
     if calls and not _same(a.call_texts, b.call_texts, order):
-        cells.append("calls")
+        cells.append(Cell("calls"))
     if calls and a.writes != b.writes:
-        cells.append("writes")
+        cells.append(Cell("writes"))
     if a.errors != b.errors:
-        cells.append("errors")
+        cells.append(Cell("errors"))
     ids = sorted({r.request_id for r in (*a.requests, *b.requests)})
     for rid in ids:
         ra, rb = a.request(rid), b.request(rid)
         shown = [*STATE_FIELDS, "listed"]
-        cells += [f"request {rid} {f}" for f in shown if ra.field(f) != rb.field(f)]
+        cells += [Cell("request", f, rid) for f in shown if ra.field(f) != rb.field(f)]
         if calls and not _same(ra.calls, rb.calls, order):
-            cells.append(f"request {rid} calls")
+            cells.append(Cell("request", "calls", rid))
     return tuple(cells)
-
-
-def decides(cells: Iterable[str]) -> bool:
-    """Whether these cells make a divergence (a request's ``listed`` and ``calls``
-    only show where a list or the calls differ)."""
-    return any(not c.endswith((" listed", " calls")) for c in cells)
 
 
 # ---- two worlds in lockstep ----
@@ -302,7 +335,7 @@ class Paired:
     action_index: int | None
     a: Observation | None
     b: Observation | None
-    cells: tuple[str, ...]
+    cells: tuple[Cell, ...]
 
     @property
     def iteration(self) -> int:
@@ -311,7 +344,11 @@ class Paired:
 
     @property
     def diverges(self) -> bool:
-        return decides(self.cells)
+        return any(cell.decisive for cell in self.cells)
+
+    def marks(self, request_id: int) -> tuple[str, ...]:
+        """The fields of one request that differ."""
+        return tuple(c.name for c in self.cells if c.request_id == request_id)
 
 
 @attrs.frozen
@@ -419,21 +456,21 @@ def replay(
 # ---- the search ----
 
 
-class Diverged(LifecycleFailure):
-    """A finding of the paired machine: the two worlds diverged at ``paired``."""
+class Diverged(Finding):
+    """A finding of the paired machine: the two worlds diverged at ``paired``.
 
-    INVARIANT = "divergence"
+    Not a broken invariant: neither side is assumed right (each side's own
+    invariants are checked and told apart, in ``PairOutcome``).
+    """
 
     def __init__(self, run: Run, paired: Paired) -> None:
-        what = Violation(
-            self.INVARIANT,
-            Subject(lead=f"iteration {paired.iteration}"),
-            "the same on both sides",
-            ", ".join(c for c in paired.cells),
-            paired.iteration,
-        )
-        super().__init__([what], run)
+        cells = ", ".join(str(c) for c in paired.cells)
+        super().__init__(f"A and B diverge at iteration {paired.iteration}: {cells}", run)
         self.paired = paired
+
+    @property
+    def verdict(self) -> str:
+        return "diverged"
 
 
 class PairedMachine(LifecycleMachine):
@@ -504,6 +541,12 @@ class DiffSearch:
     result: SearchResult
     broken: dict[str, frozenset[str]]
 
+    @property
+    def divergence(self) -> Diverged | None:
+        """The divergence the search found, if it found one (not a side that died)."""
+        found = self.result.found
+        return found if isinstance(found, Diverged) else None
+
     def broken_lines(self, a: str, b: str) -> list[str]:
         """A line per side that broke an invariant in some example, for the verdict."""
         return [
@@ -526,7 +569,7 @@ def find(
 ) -> DiffSearch:
     """Search traces on which A and B diverge, as ``check`` searches one scheduler;
     ``scenario`` ``all`` lets every shipped scenario take turns. A divergence is
-    the result's ``failure`` (a ``Diverged``), not yet shrunk.
+    the result's ``found`` (a ``Diverged``; ``DiffSearch.divergence``), not yet shrunk.
 
     One supervised child runs the search and reads what each side broke, which
     the machine's class gathers there (``peftlife.search.outside``); a side that
@@ -590,7 +633,7 @@ def same_divergence(
 
 
 def minimized(
-    failure: LifecycleFailure,
+    divergence: Diverged,
     sut_b: str,
     ignore: Collection[str] = (),
     *,
@@ -598,7 +641,7 @@ def minimized(
     progress: Callable[[shrink.ShrinkProgress], None] | None = None,
 ) -> Shrunk:
     """The shortest trace the shrinker finds on which A and B still diverge."""
-    run = failure.run
+    run = divergence.run
     a, b = sut.load(run.sut), sut.load(sut_b)
     found = shrink.minimize(
         shrink.Trace(run.config, run.actions),

@@ -1,8 +1,10 @@
-"""A finding: the violations a search met, the run that led to them, and its shrink.
+"""A finding: what a search met, the run that led to it, and its shrink.
 
-``LifecycleFailure`` is what a machine raises and a search returns;
-``minimized`` replaces one with the smallest world and trace the shrinker
-(``peftlife.search.shrink``) finds that still fails on the same invariant.
+``Finding`` is what a machine raises and a search returns. Its one kind here,
+``LifecycleFailure``, is a broken invariant; ``minimized`` replaces one with the
+smallest world and trace the shrinker (``peftlife.search.shrink``) finds that
+still fails on the same invariant. ``peftlife diff``'s divergence of two
+schedulers is the other kind (``peftlife.search.diff.Diverged``).
 """
 
 from __future__ import annotations
@@ -30,11 +32,10 @@ class Run:
     actions: tuple[Action, ...]
 
 
-class LifecycleFailure(AssertionError):
-    """A finding: the violations seen, and the run that led to them."""
+class Finding(AssertionError):
+    """What ends an example: the run that led to it, and what the search learned of it."""
 
-    def __init__(self, violations: list[Violation], run: Run) -> None:
-        self.violations = violations
+    def __init__(self, message: str, run: Run) -> None:
         self.run = run
         # Set once the trace shrinker has made this finding as small as it can,
         # with what the shrink cost and whether it stopped at a bound.
@@ -47,13 +48,12 @@ class LifecycleFailure(AssertionError):
         # Whether the scheduler took its process down (``peftlife.search.outside``):
         # such a finding is not shrunk, since every candidate would do it again.
         self.died = False
-        first = violations[0]
-        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-        super().__init__(f"[{first.invariant}] {first}{more}")
+        super().__init__(message)
 
     @property
-    def invariant(self) -> str:
-        return self.violations[0].invariant
+    def verdict(self) -> str:
+        """The example's verdict in a word or two, for the observability records."""
+        raise NotImplementedError
 
     def __reduce__(self) -> tuple[object, ...]:
         # A supervised child sends its finding to the parent pickled; the default
@@ -61,7 +61,25 @@ class LifecycleFailure(AssertionError):
         return _restored, (type(self), self.args, self.__dict__)
 
 
-def _restored(cls: type[LifecycleFailure], args: tuple[object, ...], state: dict) -> object:
+class LifecycleFailure(Finding):
+    """A broken invariant: the violations seen, and the run that led to them."""
+
+    def __init__(self, violations: list[Violation], run: Run) -> None:
+        self.violations = violations
+        first = violations[0]
+        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+        super().__init__(f"[{first.invariant}] {first}{more}", run)
+
+    @property
+    def invariant(self) -> str:
+        return self.violations[0].invariant
+
+    @property
+    def verdict(self) -> str:
+        return self.invariant
+
+
+def _restored(cls: type[Finding], args: tuple[object, ...], state: dict[str, object]) -> object:
     failure = cls.__new__(cls)
     failure.args = args
     failure.__dict__.update(state)

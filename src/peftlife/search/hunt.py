@@ -26,7 +26,7 @@ from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
 from peftlife.search import compat, observe, outside, profiles, scenarios, session, shrink
-from peftlife.search.failure import LifecycleFailure, minimized
+from peftlife.search.failure import Finding, LifecycleFailure, minimized
 from peftlife.search.machine import (
     COVERAGE_LABELS,
     LifecycleMachine,
@@ -59,8 +59,10 @@ class SearchResult:
 
     sut: str
     scenario: str
-    failure: LifecycleFailure | None
-    # Examples run in all, and how many it took to meet the first failure.
+    # What ended the search: a broken invariant, or what a mixed-in machine
+    # raises instead (``peftlife.search.diff``'s divergence); None if it held.
+    found: Finding | None
+    # Examples run in all, and how many it took to meet the first finding.
     examples: int
     examples_to_find: int
     seconds: float
@@ -70,7 +72,12 @@ class SearchResult:
 
     @property
     def held(self) -> bool:
-        return self.failure is None
+        return self.found is None
+
+    @property
+    def failure(self) -> LifecycleFailure | None:
+        """The broken invariant that ended the search, if that is what ended it."""
+        return self.found if isinstance(self.found, LifecycleFailure) else None
 
     @property
     def unreached(self) -> tuple[str, ...]:
@@ -104,19 +111,19 @@ def search(
     ``shrink_timeout`` and ``shrink_progress`` go to ``minimized``. ``mixin``, a
     class put before the machine in its bases, changes what an example does with
     its actions (``peftlife.search.diff`` runs them on two schedulers).
-    Anything but a ``LifecycleFailure`` is a bug of the harness and propagates.
+    Anything but a ``Finding`` is a bug of the harness and propagates.
     """
 
     def work(told: Callable[[int, int], None] | None) -> SearchResult:
         with compat.stable_constants(), compat.digests_once():
             result = _search(sut_spec, scenario, settings, seed, told, schedule_deadline, mixin)
-        if result.failure is not None:
-            result.failure.seed = seed
+        if result.found is not None:
+            result.found.seed = seed
         if shrink and result.failure is not None:
             smaller = minimized(
                 result.failure, schedule_deadline, timeout=shrink_timeout, progress=shrink_progress
             )
-            result = attrs.evolve(result, failure=smaller)
+            result = attrs.evolve(result, found=smaller)
         return result
 
     return outside.supervised_search(work, progress, died_result(sut_spec))
@@ -167,7 +174,7 @@ def _search(
     try:
         with observe.recording(observe.path_from_env(), sut_spec, scenario):
             run_state_machine_as_test(machine, settings=run_settings)
-    except LifecycleFailure as found:
+    except Finding as found:
         failure = found
     except unittest.SkipTest:
         # Hypothesis's word for "ran nothing": a replay of saved examples found none.
@@ -258,10 +265,10 @@ def _hunt(
         spent[name] += result.examples
         done = SearchResult(
             sut_spec,
-            name if result.failure else done.scenario,
-            result.failure,
+            name if result.found else done.scenario,
+            result.found,
             done.examples + result.examples,
-            done.examples + (result.examples_to_find if result.failure else result.examples),
+            done.examples + (result.examples_to_find if result.found else result.examples),
             time.perf_counter() - start,
             coverage,
             done.iterations + result.iterations,
@@ -272,7 +279,7 @@ def _hunt(
         if settings.database is not None and Phase.reuse in settings.phases:
             saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
             for name in names:
-                if run(name, saved_only, None).failure is not None:
+                if run(name, saved_only, None).found is not None:
                     return done
         for turn in itertools.count():
             open_names = [n for n in names if spent[n] < settings.max_examples]
@@ -282,7 +289,7 @@ def _hunt(
                 budget = min(SLICE if turn else FIRST_SLICE, settings.max_examples - spent[name])
                 part = hypothesis.settings(settings, max_examples=budget)
                 result = run(name, part, _slice_seed(base, name, turn))
-                if result.failure is not None:
+                if result.found is not None:
                     return done
                 # A slice that ran nothing (every draw rejected) must still end the turns.
                 spent[name] += result.examples == 0 and budget
@@ -401,8 +408,8 @@ def describe(result: SearchResult) -> str:
         - witnesses reached: 0 of 12 (never: victim eviction, ...)
     """
     found = (
-        f"first failure after {result.examples_to_find} examples ({result.failure.invariant})"
-        if result.failure is not None
+        f"first failure after {result.examples_to_find} examples ({result.found.verdict})"
+        if result.found is not None
         else "held"
     )
     reached = sum(1 for label in COVERAGE_LABELS if result.coverage.get(label))
@@ -412,7 +419,7 @@ def describe(result: SearchResult) -> str:
         + found,
         f"    - witnesses reached: {reached} of {len(COVERAGE_LABELS)}{missed}",
     ]
-    shrunk = result.failure.shrink if result.failure is not None else None
+    shrunk = result.found.shrink if result.found is not None else None
     if shrunk is not None:
         lines.append(
             f"    - shrink: {shrunk.replays} replays, {shrunk.steps} steps, "

@@ -27,7 +27,7 @@ from peftlife import sut
 from peftlife.checker import drain, registry
 from peftlife.checker.invariants import Violation
 from peftlife.search import outside, scenarios, shrink
-from peftlife.search.failure import LifecycleFailure, Run
+from peftlife.search.failure import Finding, LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, ActionKind, apply
 from peftlife.world.config import EngineConfig
@@ -46,7 +46,7 @@ OPENING_MOVES = 8
 MAX_CANCELS = 2
 
 # A finding of one example: a violation, or (for diff) a divergence.
-F = TypeVar("F", bound=LifecycleFailure)
+F = TypeVar("F", bound=Finding)
 
 # The paths a useful search must reach; the coverage test asserts each occurs.
 COVERAGE_LABELS = (
@@ -166,7 +166,7 @@ class SearchStats:
     examples_to_first_failure: int = 0
     # The first finding, kept even when Hypothesis drops its example (one it had
     # already marked invalid) or reports a later one instead.
-    first_failure: LifecycleFailure | None = None
+    first_failure: Finding | None = None
 
 
 class LifecycleMachine(RuleBasedStateMachine):
@@ -215,7 +215,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         stats = type(self).stats
         stats.examples_to_first_failure = stats.examples_to_first_failure or stats.examples
         stats.first_failure = stats.first_failure or failure
-        self._verdict(failure.invariant)
+        self._verdict(failure.verdict)
         return failure
 
     @staticmethod

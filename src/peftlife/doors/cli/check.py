@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 smaller = minimized(
                     result.failure, timeout=args.shrink_timeout, progress=events.shrinking(emit)
                 )
-                result = attrs.evolve(result, failure=smaller)
+                result = attrs.evolve(result, found=smaller)
         found = _report_finding(args, console, result, known) if result.failure else None
     finding, story, details = found or (None, "", "")
     if finding is None and not args.quiet:

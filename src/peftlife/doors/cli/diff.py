@@ -33,7 +33,7 @@ from peftlife.doors.cli.common import (
 from peftlife.doors.outputs.progress import progress
 from peftlife.doors.outputs.records import DiffSummary, Replay
 from peftlife.doors.outputs.story import for_ci, warn_unreached, written
-from peftlife.reports import diff as diff_reports
+from peftlife.reports import divergence as diff_reports
 from peftlife.search import diff, events, profiles
 from peftlife.search.hunt import SearchResult
 from peftlife.world.words import count
@@ -95,12 +95,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
         result = found.result
         shrunk = None
-        if result.failure is not None and result.failure.died:
+        if result.failure is not None:  # no divergence: a side took the process down
             return _died(args, console, result, replay, every)
-        if result.failure is not None:
+        if found.divergence is not None:
             emit(events.PhaseStarted("shrinking"))
             shrunk = diff.minimized(
-                result.failure,
+                found.divergence,
                 args.b,
                 ignore,
                 timeout=args.shrink_timeout,
@@ -128,7 +128,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 console.print(f"note: {line}")
         outputs.write(outputs.for_diff(summary), targets(args))
         return EXIT_HELD
-    assert result.failure is not None
     case = reports.Case(
         args.a,
         result.scenario,

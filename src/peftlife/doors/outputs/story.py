@@ -18,7 +18,7 @@ from rich.console import Console
 from peftlife import reports
 from peftlife.doors.outputs.records import Finding
 from peftlife.doors.outputs.unchecked import note
-from peftlife.reports import diff as diff_reports
+from peftlife.reports import divergence as diff_reports
 from peftlife.search import diff
 from peftlife.search.hunt import SearchResult
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import attrs
 
-from peftlife.reports.case import Case, replay, to_json, trace_hash
-from peftlife.reports.terminal import terminal_text
+from peftlife.reports.finding.case import Case, replay, to_json, trace_hash
+from peftlife.reports.finding.terminal import terminal_text
 from peftlife.search.trace import Outcome
 
 # ---- the regression test ----
@@ -56,7 +56,7 @@ def check_case(data: dict[str, Any], sut: str | None = None) -> None:
     >>> check_case({"schema_version": 0})
     Traceback (most recent call last):
     ...
-    peftlife.reports.case.ReportError: report schema_version is 0; ...
+    peftlife.reports.finding.case.ReportError: report schema_version is 0; ...
     """
     case = Case.from_json(data)
     outcome = replay(case, sut=sut)

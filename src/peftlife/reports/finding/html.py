@@ -15,7 +15,6 @@ before it arrives and after it ends are one spanning cell each).
 from __future__ import annotations
 
 import enum
-import html
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -28,16 +27,17 @@ import attrs
 
 from peftlife.checker.invariants import Violation
 from peftlife.checker.registry import BY_NAME
-from peftlife.reports.case import Case
-from peftlife.reports.story import (
+from peftlife.reports.finding.case import Case
+from peftlife.reports.finding.story import (
     adapter_fields,
     call_lines,
     length_label,
     output_line,
     request_fields,
     subject_rows,
-    world_lines,
 )
+from peftlife.reports.format import escape as _e
+from peftlife.reports.format import world_lines
 from peftlife.search import gate
 from peftlife.search.trace import Entry, Outcome
 from peftlife.world.ledger import Args, Call, Facts, given
@@ -58,11 +58,7 @@ _RETIRING = "⇥"  # GENERATION_TO_COMPLETE: its last token is on the device
 
 
 def _asset(name: str) -> str:
-    return resources.files("peftlife.reports").joinpath("assets", name).read_text("utf-8")
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return resources.files("peftlife.reports.finding").joinpath("assets", name).read_text("utf-8")
 
 
 def verdict_words(invariant: str) -> str:
@@ -552,7 +548,7 @@ def _detail(column: _Column, outcome: Outcome) -> str:
 def render_html(case: Case, outcome: Outcome, files: dict[str, str] | None = None) -> str:
     """The finding's timeline as one self-contained HTML page.
 
-    >>> from peftlife.reports.case import replay
+    >>> from peftlife.reports.finding.case import replay
     >>> from peftlife.search.trace import Action
     >>> from peftlife.world.config import EngineConfig
     >>> case = Case("reference", "default", EngineConfig(),

@@ -1,8 +1,9 @@
-"""The story every rendering tells: the world in three lines, and each step with its changes.
+"""The story every rendering of a finding tells: each step with its changes.
 
 One ``iteration()`` view (request and adapter rows with ``old→new`` changes,
 the scheduler's calls, errors) and one ``story()`` (action numbers, request
-ids, violation marks) serve the terminal and the Markdown alike.
+ids, violation marks) serve the terminal and the Markdown alike; the world's lines are
+``peftlife.reports.format``'s, which a divergence's reports share.
 """
 
 from __future__ import annotations
@@ -12,67 +13,18 @@ from typing import Any
 import attrs
 
 from peftlife.checker.invariants import Violation, owned
-from peftlife.checker.registry import BY_NAME, not_checked
-from peftlife.reports.case import Case
+from peftlife.reports.finding.case import Case
 from peftlife.search.trace import Action, Entry, Outcome
-from peftlife.world.config import EngineConfig
 from peftlife.world.ledger import Call, Fault
 from peftlife.world.snapshot import Snapshot, in_flight_line
 from peftlife.world.words import count
 
 # ---- the story both renderings tell ----
 
-# The invariant a world whose scheduler is told no in-flight ids checks only by opting in.
-IN_FLIGHT = BY_NAME["in_flight_pin"].label
-
 
 def length_label(case: Case) -> str:
     """How a report introduces its trace's length: shrunk, or as the search met it."""
     return "shrunk to" if case.shrunk else "not shrunk (the run ended before its shrinker did):"
-
-
-def world_lines(config: EngineConfig) -> list[str]:
-    """The configuration in three short lines a scheduler engineer reads at a glance."""
-    tier = f"{count(config.host_pages, 'host page')}" if config.host_pages else "no lower tier"
-    draft = (
-        "no draft pool"
-        if config.draft_device_pages is None
-        else f"draft pool {count(config.draft_device_pages, 'page')}"
-    )
-    adapters = ", ".join(f"adapter {t} = {count(p, 'page')}" for t, p in config.adapter_pages)
-    chunking = f"chunks of {config.chunk_unit_size}" if config.enable_chunked_context else "off"
-    lines = [
-        f"KV: {count(config.device_pages, 'page')} x {config.tokens_per_block} tokens, "
-        f"{tier}, {draft}",
-        f"LoRA: device cache {count(config.lora_device_pages, 'page')}, host cache "
-        f"{count(config.lora_host_pages, 'page')}; {adapters or 'no adapters'}",
-        f"scheduler: budget {count(config.max_num_tokens, 'token')} / "
-        f"{count(config.max_batch_size, 'request')}, chunking {chunking}, recompute pause "
-        f"{'on' if config.enable_recompute_pause else 'off'}",
-    ]
-    if config.overlap:  # a simple-loop world keeps its three lines
-        lines.append(executor_line(config))
-    return lines
-
-
-def executor_line(config: EngineConfig) -> str:
-    """The overlap executor in one line, with what the scheduler is told of batch N.
-
-    In ``inflight_ids = "empty"`` mode it is also the report's one mention of what
-    the world does not check (``registry.not_checked``).
-    """
-    if config.in_flight_told:
-        told = "the scheduler is told batch N"
-    elif config.in_flight_checked:
-        told = (
-            f"the scheduler is told nothing in flight; {IN_FLIGHT} checked "
-            "(opt-in: a fault only when device work not ordered after batch N reuses "
-            "what was released)"
-        )
-    else:
-        unchecked = ", ".join(i.label for i in not_checked(config))
-        told = f"the scheduler is told nothing in flight: {unchecked} not checked"
-    return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"
 
 
 def request_fields(s: Snapshot) -> dict[int, dict[str, str]]:

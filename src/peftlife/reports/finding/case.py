@@ -8,7 +8,6 @@ the report file's format, with a ``schema_version``.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
 from pathlib import Path
@@ -18,14 +17,13 @@ import attrs
 
 from peftlife import sut as sut_module
 from peftlife.checker.drain import drain_premise_broken
-from peftlife.checker.invariants import Violation
+from peftlife.reports.format import plain
 from peftlife.search import outside
 from peftlife.search.failure import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
 from peftlife.search.trace import REQUEST_KINDS, Action, Entry, Outcome
 from peftlife.world.config import EngineConfig
-from peftlife.world.fields import InvalidField, is_quiet, is_whole
-from peftlife.world.ledger import Call, given
+from peftlife.world.fields import InvalidField, is_whole
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -255,7 +253,7 @@ def trace_hash(case: Case) -> str:
     Report names carry it, so a second finding never overwrites the first, and a
     baseline of known findings matches on it.
     """
-    trace = {"config": _plain(case.config), "actions": [a.to_json() for a in case.actions]}
+    trace = {"config": plain(case.config), "actions": [a.to_json() for a in case.actions]}
     digest = hashlib.sha256(json.dumps(trace, sort_keys=True).encode("utf-8")).hexdigest()
     return digest[:8]
 
@@ -272,35 +270,6 @@ def replay(case: Case, sut: str | None = None) -> Outcome:
 # ---- JSON ----
 
 
-def _plain(value: Any) -> Any:
-    """A snapshot part as JSON-ready data."""
-    if attrs.has(type(value)):
-        plain = {
-            f.name: _plain(getattr(value, f.name))
-            for f in attrs.fields(type(value))
-            if not is_quiet(f, getattr(value, f.name))
-        }
-        if isinstance(value, Call):  # only what the call set, under the names reports had
-            del plain["facts"]
-            plain |= {"args": _plain(given(value.args)), "detail": _plain(given(value.facts))}
-        if isinstance(value, Violation):  # the subject in words, as ever, and the rows it marks
-            plain |= {
-                "subject": str(value.subject),
-                "requests": list(value.subject.requests),
-                "adapters": list(value.subject.adapters),
-            }
-        return plain
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, frozenset | set):
-        return sorted(_plain(v) for v in value)
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
     """The report as a JSON object; ``Case.from_json`` reads it back."""
     return {
@@ -313,16 +282,16 @@ def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
         # Only an unshrunk case says so: a shrunk report reads as it always has.
         **({} if case.shrunk else {"shrunk": False}),
         **({"shrink_note": case.shrink_note} if case.shrink_note else {}),
-        "config": _plain(case.config),
+        "config": plain(case.config),
         "actions": [a.to_json() for a in case.actions],
         "during": outcome.during,
-        "violation": _plain(outcome.violations[0]) if outcome.violations else None,
-        "violations": _plain(outcome.violations),
+        "violation": plain(outcome.violations[0]) if outcome.violations else None,
+        "violations": plain(outcome.violations),
         "steps": [
             {
                 "action_index": e.action_index,
                 "drain": e.action_index is None,
-                "snapshot": _plain(e.snapshot),
+                "snapshot": plain(e.snapshot),
             }
             for e in outcome.entries
         ],

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from peftlife.reports.case import Case
-from peftlife.reports.story import (
+from peftlife.reports.finding.case import Case
+from peftlife.reports.finding.story import (
     Iteration,
     Row,
     length_label,
     story,
-    world_lines,
 )
+from peftlife.reports.format import world_lines
 from peftlife.search.trace import Outcome
 from peftlife.world.words import count
 

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
 from typing import IO
 
 from rich.console import Console
 from rich.text import Text
 
-from peftlife.reports.case import Case
-from peftlife.reports.story import (
+from peftlife.reports.finding.case import Case
+from peftlife.reports.finding.story import (
     Iteration,
     Row,
     story,
-    world_lines,
 )
+from peftlife.reports.format import Say, captured, say_world, sayer, seed_words
 from peftlife.search.trace import Outcome
 
 # ---- terminal ----
@@ -24,20 +22,13 @@ from peftlife.search.trace import Outcome
 def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
     """Print the story; colours only on a terminal, none with NO_COLOR."""
 
-    def say(text: str | Text, style: str = "") -> None:
-        console.print(Text(text, style=style) if isinstance(text, str) else text, soft_wrap=True)
-
+    say = sayer(console)
     if outcome.violations:
         say(f"peftlife counterexample: {outcome.violations[0].invariant}", "bold red")
     else:
         say("peftlife replay: every invariant held", "bold green")
-    seed = "derandomized" if case.seed is None else str(case.seed)
-    profile = f" ({case.profile} profile)" if case.profile else ""
-    say(f"SUT {case.sut} · scenario {case.scenario} · seed {seed}{profile}")
-    for world in world_lines(case.config):
-        say(f"  {world}", "dim")
-    if case.shrink_note:
-        say(f"  note: {case.shrink_note}", "yellow")
+    say(f"SUT {case.sut} · scenario {case.scenario} · seed {seed_words(case.seed, case.profile)}")
+    say_world(say, case.config, case.shrink_note)
     say("")
     for item in story(case, outcome):
         if isinstance(item, str):
@@ -58,7 +49,7 @@ def render_terminal(case: Case, outcome: Outcome, console: Console) -> None:
         say(f"    found     {v.found}", "red")
 
 
-def _print_iteration(say: Callable[..., None], view: Iteration) -> None:
+def _print_iteration(say: Say, view: Iteration) -> None:
     say(f"      scheduler output: {view.output}")
     if view.in_flight is not None:
         say(f"      {view.in_flight}", "magenta")
@@ -94,10 +85,7 @@ def _marked(text: Text, mark: str | None) -> Text:
 
 def terminal_text(case: Case, outcome: Outcome, width: int = 110) -> str:
     """The terminal rendering as plain text (what a log or a golden test sees)."""
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
-    render_terminal(case, outcome, console)
-    return buffer.getvalue()
+    return captured(lambda console: render_terminal(case, outcome, console), width)
 
 
 def print_report(case: Case, outcome: Outcome, file: IO[str] | None = None) -> None:
