@@ -2,7 +2,8 @@
 
     python -m bench.detection [--runs 100] [--only NAME] [--hunt-seeds 20] [--out FILE]
 
-Two tables, both in CPU seconds (``time.process_time``):
+Three tables, in CPU seconds of this process and of the supervised child each
+search forks (``cpu``):
 
 1. detection: for every catalogue mutant, in the scenario where the ``ci`` gate
    catches it, ``--runs`` fresh searches under the ``dev`` profile (as
@@ -12,7 +13,11 @@ Two tables, both in CPU seconds (``time.process_time``):
    budget and makes the worst ``miss``), and the median CPU seconds of a run;
 2. all scenarios: every mutant hunted as ``peftlife check --scenario all`` hunts
    it (every shipped scenario taking turns, ``dev`` profile) over
-   ``--hunt-seeds`` fixed seeds: CPU seconds to the first failure, median and worst.
+   ``--hunt-seeds`` fixed seeds: CPU seconds to the first failure, median and worst;
+3. the pytest door: ``PYTEST_MUTANTS`` as a test file's
+   ``lifecycle_machine("mutant:NAME", SCENARIO).TestCase`` runs under the ``dev``
+   profile in a fresh directory (random seed, no example database), ``--pytest-runs``
+   times each: the share that fail, and the examples to the first failure.
 
 The goals are the issue's: caught by at least 99 in 100, a median of at most 8
 examples and a worst of at most 40; under ``--scenario all`` at most 0.2 s median
@@ -22,10 +27,13 @@ and 1 s worst. ``make bench`` runs it; it is never part of ``make test``.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import statistics
 import sys
+import tempfile
 import time
+import unittest
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,13 +41,28 @@ import attrs
 import hypothesis
 
 from bench import write_section
-from peftlife.search import gate, profiles, scenarios
-from peftlife.search.hunt import by_pressure, hunt, search
+from peftlife.search import gate, profiles, scenarios, session
+from peftlife.search.hunt import SearchResult, by_pressure, hunt, lifecycle_machine, search
 from peftlife.sut.mutants import BY_NAME, CATALOGUE, Mutant
 
 GOAL_SHARE, GOAL_MEDIAN, GOAL_WORST = 0.99, 8, 40
 GOAL_ALL_MEDIAN_S, GOAL_ALL_WORST_S = 0.2, 1.0
 HEADING = "## Detection at the default door"
+# The pytest door's mutants and scenarios: the README's, one whose world the door
+# changes (its defect lives where the scheduler owns the recompute teardown), and
+# one of the overlap executor.
+PYTEST_MUTANTS = (
+    ("no_release_on_suspend", "default"),
+    ("recompute_pause_keeps_ownership", "kv-pressure"),
+    ("phantom_pause_unstarted", "overlap"),
+)
+
+
+def cpu() -> float:
+    """CPU seconds of this process and of its waited-for children: a search runs in
+    a supervised child (``peftlife.world.supervisor``), which ``process_time`` misses."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 @attrs.frozen
@@ -98,11 +121,11 @@ def detect(mutant: Mutant, scenario: str, runs: int) -> Detection:
     examples: list[int] = []
     seconds: list[float] = []
     for _ in range(runs):
-        start = time.process_time()
+        start = cpu()
         result = search(
             f"mutant:{mutant.name}", scenario, settings, shrink=False, seed=secrets.randbits(32)
         )
-        seconds.append(time.process_time() - start)
+        seconds.append(cpu() - start)
         if result.failure is not None:
             examples.append(result.examples_to_find)
     return Detection(mutant.name, scenario, runs, len(examples), tuple(examples), tuple(seconds))
@@ -116,9 +139,9 @@ def all_scenarios(mutant: Mutant, seeds: int) -> tuple[str, ...]:
     examples: list[int] = []
     missed = 0
     for seed in range(seeds):
-        start = time.process_time()
+        start = cpu()
         result = hunt(f"mutant:{mutant.name}", settings, seed=seed)
-        seconds.append(time.process_time() - start)
+        seconds.append(cpu() - start)
         examples.append(result.examples_to_find)
         missed += result.failure is None
     median, worst = statistics.median(seconds), max(seconds)
@@ -132,6 +155,34 @@ def all_scenarios(mutant: Mutant, seeds: int) -> tuple[str, ...]:
         f"{worst:.3f}",
         "met" if met else "SHORT",
     )
+
+
+def pytest_door(name: str, scenario: str, runs: int) -> Detection:
+    """``runs`` runs of a test file's ``lifecycle_machine`` case, each in a fresh directory."""
+    # The dev profile without its database: Hypothesis opens its default one once per
+    # process, in the first directory, so later runs would replay that run's finding.
+    fresh = hypothesis.settings(profiles.get("dev"), database=None)
+    case = type("Fresh", (lifecycle_machine(f"mutant:{name}", scenario).TestCase,), {})
+    case.settings = fresh
+    examples: list[int] = []
+    seconds: list[float] = []
+    heard: list[SearchResult] = []
+    here = os.getcwd()
+    options = session.Options(on_search=heard.append)
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as fresh, session.using(options):
+            os.chdir(fresh)
+            try:
+                start = cpu()
+                outcome = unittest.TestResult()
+                case("runTest").run(outcome)
+                seconds.append(cpu() - start)
+            finally:
+                os.chdir(here)
+        assert not outcome.errors, outcome.errors
+        if outcome.failures:
+            examples.append(heard[-1].examples_to_find)
+    return Detection(name, scenario, runs, len(examples), tuple(examples), tuple(seconds))
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -148,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hunt-seeds", type=int, default=20, help="seeds of the all table")
     parser.add_argument("--only", action="append", choices=sorted(BY_NAME), help="one mutant")
     parser.add_argument("--scenario", help="search every mutant in this scenario instead")
+    parser.add_argument(
+        "--pytest-runs", type=int, default=30, help="runs of each pytest-door mutant (0: none)"
+    )
     parser.add_argument("--out", help="a Markdown file to put the tables in (a section)")
     args = parser.parse_args(argv)
     mutants = [BY_NAME[n] for n in args.only] if args.only else list(CATALOGUE)
@@ -168,11 +222,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for mutant in mutants:
             all_rows.append(all_scenarios(mutant, args.hunt_seeds))
             print("  ".join(all_rows[-1]), flush=True)
+    pytest_rows = []
+    if args.pytest_runs:
+        print("\npytest door (lifecycle_machine(...).TestCase, dev, fresh directory)", flush=True)
+        for name, scenario in PYTEST_MUTANTS:
+            if args.only and name not in args.only:
+                continue
+            pytest_rows.append(pytest_door(name, scenario, args.pytest_runs).cells())
+            print("  ".join(pytest_rows[-1]), flush=True)
     if args.out:
         lines = [
             HEADING,
             "",
-            f"`python -m bench.detection --runs {args.runs} --hunt-seeds {args.hunt_seeds}`, "
+            f"`python -m bench.detection --runs {args.runs} --hunt-seeds {args.hunt_seeds} "
+            f"--pytest-runs {args.pytest_runs}`, "
             f"{time.strftime('%Y-%m-%d')}, {time.perf_counter() - start:.0f} s. "
             f"Each mutant in the scenario where the ci gate catches it, {args.runs} fresh `dev` "
             "searches (random seed, no database, no shrink). Goal: caught by at least "
@@ -189,6 +252,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"Goal: median < {GOAL_ALL_MEDIAN_S} s, worst < {GOAL_ALL_WORST_S} s.",
                 "",
                 *_table(all_header, all_rows),
+                "",
+            ]
+        if pytest_rows:
+            lines += [
+                f'The pytest door: a test file\'s `lifecycle_machine("mutant:NAME", SCENARIO)'
+                f".TestCase` under `dev` in a fresh directory, {args.pytest_runs} runs each "
+                "(its CPU s include the shrink of what it found).",
+                "",
+                *_table(header, pytest_rows),
                 "",
             ]
         write_section(Path(args.out), HEADING, "\n".join(lines))

@@ -371,6 +371,9 @@ def pytest_runtest_makereport(
     outcome = reports.replay(case)
     properties = [("peftlife_invariant", failure.invariant)]
     story = reports.terminal_text(case, outcome, width=100)
+    with contextlib.suppress(scenarios.ScenarioError):  # a profile file's stem names no scenario
+        if note := scenarios.sut_note(failure.run.sut, [failure.run.scenario]):
+            story += f"\nnote: {note}"
     if failure.seed is not None:
         properties.append(("peftlife_seed", str(failure.seed)))
         story += f"\nrerun with: pytest {item.nodeid} --hypothesis-seed={failure.seed}"

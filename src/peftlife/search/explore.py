@@ -183,7 +183,7 @@ def explore(
     (``peftlife.search.outside``): a scheduler that takes the process down is a
     finding on the trace it was taking.
     """
-    s = scenarios.load(scenario)
+    s = scenarios.for_sut(scenarios.load(scenario), sut_spec)
     world = config if config is not None else scenarios.smallest_world(s)
 
     def dead(failure: LifecycleFailure, examples: int, seconds: float) -> Exploration:

@@ -298,15 +298,20 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
     """
     # A miswired SUT is refused here, before any example, at every door.
     factory = sut.wired(sut_spec)
-    s = scenarios.load(scenario)
+    # Under the world settings the SUT carries (a catalogue mutant's defect lives there).
+    s = scenarios.for_sut(scenarios.load(scenario), sut_spec)
 
     # What one submit draws: adapter index, weights sent, prompt and output lengths.
     adapter, weights = s.adapter_choice(), s.carries_weights()
     prompt_len = s.prompt_len.strategy(at_least=1)
     max_new_tokens = s.max_new_tokens.strategy(at_least=1)
-    # What an opening move may be: an iteration, or a fault the scenario arms.
+    # What an opening move may be: an iteration, or a fault the scenario arms, aimed
+    # at any pool it has (a fault in the draft alone is what splits the two pools).
     faults: list[ActionKind] = [k for k in ("fail_grow", "refuse_resume") if getattr(s, k)]
-    opening_moves: list[ActionKind] = ["step", *faults]
+    opening_move = st.one_of(
+        st.just(Action("step")),
+        *(st.builds(Action, st.just(kind), pool=s.fault_pools()) for kind in faults),
+    )
 
     # Every rule is valid in every state (no precondition, no bundle to draw from),
     # so Hypothesis never rejects an example for an unlucky choice of rules.
@@ -325,13 +330,13 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
                 min_size=min(OPENING_REQUESTS, s.max_requests),
                 max_size=s.max_requests,
             ),
-            moves=st.lists(st.sampled_from(opening_moves), min_size=2, max_size=OPENING_MOVES),
+            moves=st.lists(opening_move, min_size=2, max_size=OPENING_MOVES),
         )
         def build_world(
             self,
             config: EngineConfig,
             burst: list[tuple[int, bool, int, int]],
-            moves: list[ActionKind],
+            moves: list[Action],
         ) -> None:
             self.config = config
             outside.begin(self.sut_spec, s.name, config)
@@ -344,8 +349,8 @@ def machine_class(sut_spec: str = "reference", scenario: str = "default") -> typ
                 cls.progress(cls.stats.examples, cls.stats.iterations)
             for request in burst:
                 self.submit(*request)
-            for kind in moves:
-                self._do(Action(kind))
+            for move in moves:
+                self._do(attrs.evolve(move, pool=self._pool(move.pool)))
 
         @rule(
             adapter=adapter, weights=weights, prompt_len=prompt_len, max_new_tokens=max_new_tokens

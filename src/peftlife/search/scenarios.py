@@ -29,6 +29,7 @@ from typing import Any, Literal
 import attrs
 from hypothesis import strategies as st
 
+from peftlife import sut
 from peftlife.search.trace import Action
 from peftlife.world.config import (
     LEGACY_TEARDOWN,
@@ -507,3 +508,66 @@ def load(name_or_path: str) -> Scenario:
         f"unknown scenario {name_or_path!r}; use one of {', '.join(shipped_names())} "
         "or a path to a .toml profile"
     )
+
+
+# ---- the world a SUT is searched in ----
+
+
+def for_sut(s: Scenario, sut_spec: str) -> Scenario:
+    """The scenario as ``sut_spec`` is searched in it: under the world settings the SUT
+    carries (``peftlife.sut.world_of``: where a catalogue mutant's defect lives).
+
+    >>> for_sut(load("kv-pressure"), "mutant:recompute_pause_terminates").recompute_teardown
+    'scheduler_only'
+    """
+    world = sut.world_of(sut_spec).world
+    return attrs.evolve(s, **dict(world)) if world else s
+
+
+def sut_note(sut_spec: str, names: list[str]) -> str | None:
+    """The line a door says when searching ``sut_spec`` in the scenarios ``names`` is
+    not what those scenarios say: the world settings its defect lives in replace
+    theirs, or none of them can catch it. None when there is nothing to say.
+
+    >>> print(sut_note("mutant:recompute_pause_terminates", ["kv-pressure"]))
+    mutant recompute_pause_terminates is a defect where the scheduler owns the recompute \
+teardown: running kv-pressure with recompute_teardown = scheduler_only
+    >>> sut_note("mutant:schedules_retiring", ["kv-pressure", "overlap"]) is None
+    True
+    """
+    world = sut.world_of(sut_spec)
+    if not world.world and not world.needs:
+        return None
+    loaded = [load(name) for name in names]
+    changed = [s.name for s in loaded if not _has(s, world.world)]
+    if changed:
+        every = len(changed) == len(loaded) > 1
+        where = "every scenario" if every else ", ".join(changed)
+        return f"{world.lives}: running {where} with {_settings(world.world)}"
+    if not catchable(sut_spec, names):
+        where = ", ".join(names)
+        has = _settings(tuple((key, getattr(loaded[0], key)) for key, _ in world.needs))
+        others = ", ".join(n for n in shipped_names() if _has(load(n), world.needs))
+        return (
+            f"{world.lives}: it cannot be caught in {where} ({has}); search it where "
+            f"{_settings(world.needs)}: {others}"
+        )
+    return None
+
+
+def catchable(sut_spec: str, names: list[str]) -> bool:
+    """Whether some scenario of ``names`` has the world settings the SUT needs to be caught.
+
+    >>> catchable("mutant:evicts_inflight", ["default"]), catchable("reference", ["default"])
+    (False, True)
+    """
+    needs = sut.world_of(sut_spec).needs
+    return not needs or any(_has(load(name), needs) for name in names)
+
+
+def _has(s: Scenario, settings: tuple[tuple[str, str], ...]) -> bool:
+    return all(getattr(s, key) == value for key, value in settings)
+
+
+def _settings(settings: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{key} = {value}" for key, value in settings)

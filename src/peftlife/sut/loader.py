@@ -10,6 +10,9 @@ A SUT is named by a string, the same at every front door:
 * ``package.module:attr``: any importable factory ``Environment -> Scheduler``;
   ``package.module:attr@FOLDER`` imports it from ``FOLDER`` (what ``peftlife
   bisect`` names each commit's copy of a scheduler written to the protocol).
+
+``load`` gives the factory, ``world_of`` the world settings a search of the SUT
+runs under (a catalogue mutant carries the world its defect lives in).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import attrs
 
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
@@ -36,6 +41,45 @@ IMPORT_DEADLINE = 300.0
 FORMS = "'reference', 'mutant:NAME', 'trtllm:PATH[:ClassName]' or 'package.module:attr'"
 
 
+@attrs.frozen
+class SutWorld:
+    """The world a SUT is searched in, where it differs from what a scenario says."""
+
+    # World settings (``EngineConfig`` names and values) every search of this SUT runs
+    # under, whatever the scenario says: where a catalogue mutant's defect lives.
+    world: tuple[tuple[str, str], ...] = ()
+    # World settings without which it cannot be caught (it schedules as the reference).
+    needs: tuple[tuple[str, str], ...] = ()
+    # What the SUT is and where its defect lives, in words, for the line a door says.
+    lives: str = ""
+
+
+def world_of(spec: str) -> SutWorld:
+    """The world settings a SUT string is searched under, without loading it.
+
+    Only a catalogue mutant has any: it carries the world its defect lives in.
+
+    >>> world_of("mutant:recompute_pause_terminates").world
+    (('recompute_teardown', 'scheduler_only'),)
+    >>> world_of("mutant:schedules_retiring").needs
+    (('executor', 'overlap'),)
+    >>> world_of("reference")
+    SutWorld(world=(), needs=(), lives='')
+    """
+    if not spec.startswith("mutant:"):
+        return SutWorld()
+    mutant = _mutant(spec.removeprefix("mutant:"))
+    lives = f"mutant {mutant.name} is {mutant.lives}" if mutant.lives else ""
+    return SutWorld(mutant.world, mutant.needs, lives)
+
+
+def _mutant(name: str) -> mutants.Mutant:
+    mutant = mutants.BY_NAME.get(name)
+    if mutant is None:
+        raise SUTError(f"unknown mutant {name!r}; known mutants: {', '.join(mutants.BY_NAME)}")
+    return mutant
+
+
 def load(spec: str) -> SchedulerFactory:
     """Resolve a SUT string to a scheduler factory.
 
@@ -47,11 +91,7 @@ def load(spec: str) -> SchedulerFactory:
     if spec == "reference":
         return ReferenceScheduler
     if spec.startswith("mutant:"):
-        name = spec.removeprefix("mutant:")
-        mutant = mutants.BY_NAME.get(name)
-        if mutant is None:
-            raise SUTError(f"unknown mutant {name!r}; known mutants: {', '.join(mutants.BY_NAME)}")
-        return mutant.scheduler
+        return _mutant(spec.removeprefix("mutant:")).scheduler
     if spec.startswith("trtllm:"):
         return _load_trtllm(spec.removeprefix("trtllm:"))
     named, _, folder = spec.partition("@")

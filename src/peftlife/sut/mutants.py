@@ -157,6 +157,30 @@ class Mutant:
     def acceptable(self) -> tuple[str, ...]:
         return (self.expected, *self.also_acceptable)
 
+    @property
+    def world(self) -> tuple[tuple[str, str], ...]:
+        """The world settings its defect lives in (``EngineConfig`` names and values):
+        every search of it runs under them, whatever its scenario says."""
+        return (("recompute_teardown", "scheduler_only"),) if self.scheduler_teardown else ()
+
+    @property
+    def needs(self) -> tuple[tuple[str, str], ...]:
+        """The world settings without which it schedules as the reference does: a
+        search anywhere else cannot catch it."""
+        return (("executor", "overlap"),) if self.overlap else ()
+
+    @property
+    def lives(self) -> str:
+        """Where its defect lives, in words, for the line a door says."""
+        if self.scheduler_teardown:
+            return "a defect where the scheduler owns the recompute teardown"
+        if self.overlap:
+            return (
+                "a defect of the overlap executor (it needs a batch on the device; under "
+                "the simple loop it schedules as the reference does)"
+            )
+        return ""
+
 
 CATALOGUE: tuple[Mutant, ...] = (
     Mutant(

@@ -27,6 +27,7 @@ from peftlife.doors.cli.common import (
     common_options,
     invariant_name,
     max_examples_option,
+    note_sut_world,
     outputs_writable,
     settings,
     shrink_timeout_option,
@@ -37,7 +38,7 @@ from peftlife.doors.cli.common import (
 from peftlife.doors.outputs.progress import progress
 from peftlife.doors.outputs.records import Finding, Replay, RunSummary, ScenarioRun, check_command
 from peftlife.doors.outputs.story import for_ci, note_unchecked, warn_unreached, written
-from peftlife.search import events, profiles
+from peftlife.search import events, profiles, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 
@@ -92,6 +93,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     # A random run searches with a seed of its own choosing, so its finding can be replayed.
     args.seed = profiles.run_seed(searching, args.seed)
     examples = budget(searching, every)
+    if not args.quiet:
+        note_sut_world(args.sut, scenarios.shipped_names() if every else [args.scenario], console)
     with invariants.excluding(args.exclude_invariant):
         label = f"checking {args.sut} in {args.scenario}"
         with progress(console, label, examples, show=not args.quiet) as emit:

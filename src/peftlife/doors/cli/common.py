@@ -95,6 +95,13 @@ def validate(sut_spec: str, scenario: str | None = None) -> None:
         raise BadInput(str(err)) from err
 
 
+def note_sut_world(sut_spec: str, names: list[str], console: Console) -> None:
+    """Say, before searching, where the SUT's world is not its scenarios' (a catalogue
+    mutant carries the world its defect lives in) or where it cannot be caught."""
+    if note := scenarios.sut_note(sut_spec, names):
+        console.print(f"note: {note}", soft_wrap=True)
+
+
 def writable(directory: str, option: str) -> None:
     if problem := reports.unwritable(Path(directory), option):
         raise BadInput(problem)

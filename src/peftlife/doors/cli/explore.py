@@ -24,6 +24,7 @@ from peftlife.doors.cli.common import (
     BadInput,
     NewCommand,
     common_options,
+    note_sut_world,
     outputs_writable,
     positive,
     targets,
@@ -70,8 +71,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     scenario = scenario or "default"
     validate(args.sut, scenario)
     outputs_writable(args)
-    s = scenarios.load(scenario)
+    s = scenarios.for_sut(scenarios.load(scenario), args.sut)
     world = config or scenarios.smallest_world(s)
+    if config is None and not args.quiet:
+        note_sut_world(args.sut, [scenario], console)
     prompts = _lengths("--prompt-lens", args.prompt_lens)
     output_lens = _lengths("--max-new-tokens", args.max_new_tokens)
     letters = Alphabet.of(s, world, prompts, output_lens)

@@ -25,6 +25,7 @@ from peftlife.doors.cli.common import (
     BadInput,
     NewCommand,
     common_options,
+    note_sut_world,
     outputs_writable,
     positive,
     shrink_timeout_option,
@@ -106,6 +107,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         max_restarts=args.max_restarts,
         shrink_timeout=args.shrink_timeout,
     )
+    if not args.quiet:
+        note_sut_world(args.sut, names, console)
     campaign = campaigns.Campaign(plan, console, quiet=args.quiet)
     campaign.run()
     campaign.summary()

@@ -34,15 +34,15 @@ from peftlife.world.request import Request
 
 CI = profiles.for_search(profiles.get("ci"))
 SMALL = hypothesis.settings(CI, max_examples=15)
-HERE = "tests.test_diff"
+HERE = "tests.search.test_diff"
 MUTANT = "mutant:recompute_pause_keeps_ownership"
 # Its release is missing only where the executor leaves the teardown to the scheduler.
 OPT_IN = "opt-in/scheduler-teardown"
-CHECKOUT = Path(__file__).parent / "fake_trtllm" / "checkout"
+CHECKOUT = Path(__file__).parents[1] / "fake_trtllm" / "checkout"
 SCHEDULER_V2 = Path("tensorrt_llm", "_torch", "pyexecutor", "scheduler", "scheduler_v2.py")
 
 
-# ---- schedulers of this module (SUT strings tests.test_diff:NAME) ----
+# ---- schedulers of this module (SUT strings tests.search.test_diff:NAME) ----
 
 
 def copy_of_reference(env: Environment) -> ReferenceScheduler:

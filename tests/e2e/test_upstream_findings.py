@@ -16,7 +16,7 @@ import pytest
 
 from peftlife import reports as report
 
-DOCS = Path(__file__).parent.parent / "docs"
+DOCS = Path(__file__).parents[2] / "docs"
 PAGE = DOCS / "upstream-findings.md"
 FINDINGS = DOCS / "findings"
 # A row of the page's summary table:

@@ -23,7 +23,7 @@ from peftlife.doors import cli
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 
-CHECKOUT = Path(__file__).parent / "fake_trtllm" / "checkout" / "tensorrt_llm"
+CHECKOUT = Path(__file__).parents[1] / "fake_trtllm" / "checkout" / "tensorrt_llm"
 SCHEDULER = Path("_torch", "pyexecutor", "scheduler")
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from tests import bisect_repo
-from tests.test_docs import ROOT, blocks, expected_exit
+from tests.docs.test_docs import ROOT, blocks, expected_exit
 
 DIFF = (ROOT / "docs" / "diff.md").read_text("utf-8")
 BISECT = (ROOT / "docs" / "bisect.md").read_text("utf-8")

@@ -4,7 +4,7 @@ The golden file pins the grid of the shrunk ``no_release_on_suspend`` case:
 its rows, columns, the actions on each column and the marked cells. After an
 intended change, regenerate it and read the diff::
 
-    PEFTLIFE_REGEN_GOLDEN=1 .venv/bin/pytest tests/test_html.py
+    PEFTLIFE_REGEN_GOLDEN=1 .venv/bin/pytest tests/reports/test_html.py
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 import pytest
 from tests.html_structure import grid_structure
-from tests.test_report import CASE, DRAIN_CASE, GOLDEN, OVERLAP_CASE, REGEN
+from tests.report_cases import CASE, DRAIN_CASE, GOLDEN, OVERLAP_CASE, REGEN
 
 from peftlife import reports as report
 from peftlife.reports import Case, Outcome

@@ -1,4 +1,4 @@
-"""Spec section 6, row by row: who calls what, in the correct lifecycle.
+"""docs/protocol.md, row by row: who calls what, in the correct lifecycle.
 
 Each test builds the smallest world in which its row's transition happens
 with the reference scheduler, steps it, and asserts the KV moves and the PEFT

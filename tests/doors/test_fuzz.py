@@ -35,7 +35,7 @@ from peftlife.search.shrink import ShrinkProgress
 from peftlife.search.trace import Action
 from peftlife.world.config import EngineConfig
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 MUTANT = "mutant:no_release_on_suspend"
 
 
@@ -149,7 +149,8 @@ def test_a_finding_saved_by_fuzz_is_replayed_first_by_a_fresh_check(
     # Two campaigns at once against one Redis, each on its own machine's worth of directory.
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
-    common = ["--sut", MUTANT, "--scenario", "default", "--workers", "1", "--max-examples", "30"]
+    # Ten examples find the mutant from either seed (each finding is shrunk: more cost more).
+    common = ["--sut", MUTANT, "--scenario", "default", "--workers", "1", "--max-examples", "10"]
     procs = [
         subprocess.Popen(
             [
@@ -578,7 +579,7 @@ def test_pytest_replays_first_what_a_campaign_saved(
 ) -> None:
     campaign = _peftlife(
         *_fuzz("--sut", MUTANT, "--scenario", "default", "--workers", "1", "--seed", "1",
-               "--max-examples", "30", "--database", redis_server.url, cwd=tmp_path),
+               "--max-examples", "10", "--database", redis_server.url, cwd=tmp_path),
         cwd=tmp_path,
     )  # fmt: skip
     assert campaign.returncode == 1, campaign.stdout + campaign.stderr

@@ -1,4 +1,5 @@
-"""The drain premises (spec 8.12), one by one, at their edge and just past it.
+"""The drain premises (docs/invariants.md, drain_completes), one by one, at their edge
+and just past it.
 
 At the edge of each premise the reference drains the world completely; one
 step past it ``drain_premise_broken`` names the rule, so the drain's bound does

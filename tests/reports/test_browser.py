@@ -191,7 +191,7 @@ def test_clicking_a_column_opens_its_calls(page_of: Any, report_dir: Path) -> No
 
 
 def test_the_drain_unfolds(page_of: Any, tmp_path: Path) -> None:
-    from tests.test_report import DRAIN_CASE
+    from tests.report_cases import DRAIN_CASE
 
     from peftlife import reports
 
@@ -212,7 +212,7 @@ def test_an_overlap_batch_is_one_band_across_its_two_iterations(
 ) -> None:
     """The overlap case of the report tests: request 1's batch launched in iteration 2
     is read back in iteration 3, and its band runs unbroken from one cell to the next."""
-    from tests.test_report import OVERLAP_CASE
+    from tests.report_cases import OVERLAP_CASE
 
     from peftlife import reports
 

@@ -1,10 +1,11 @@
-"""Seed scenarios: the minimal triggers of spec section 7, as data, with one runner.
+"""The minimal trigger of each mutant (the catalogue of docs/invariants.md), with one runner.
 
-Each ``Scenario`` is a small world (an ``EngineConfig``) and a list of timed
-actions (submit, step, cancel, a one-shot fault aimed at one pool); ``STEP``
-marks the passing of one executor iteration. ``run_scenario`` plays the
-actions on ``Engine(config, factory)`` for *any* scheduler factory, runs the
-checker after every step, and drains the world at the end if nothing broke.
+Each ``Scenario`` is a small world (an ``EngineConfig``) and a list of the
+search's own actions (``peftlife.search.trace.Action``: submit, step, a one-shot
+fault aimed at the target pool), its submits labelled for the probes.
+``run_scenario`` applies them with ``trace.apply`` on ``Engine(config, factory)``
+for *any* scheduler factory, runs the checker after every step, and drains the
+world at the end if nothing broke.
 
 Every scenario names the mutant of ``peftlife.sut.mutants`` it targets. The tests
 hold it to three things:
@@ -24,7 +25,6 @@ reference scheduler (and where the mutant differs).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
 
 import attrs
 import pytest
@@ -32,58 +32,34 @@ import pytest
 from peftlife.checker.drain import DrainResult, can_drain, drain
 from peftlife.checker.invariants import Violation, ownership_follows_residency
 from peftlife.checker.registry import check
+from peftlife.search.trace import Action, apply
 from peftlife.sut import mutants
 from peftlife.sut.reference import ReferenceScheduler
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
-from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Args, Facts, given
 from peftlife.world.protocol import SchedulerFactory
 from peftlife.world.residency import Residency
 from peftlife.world.snapshot import Snapshot
 
-Pool = Literal["target", "draft"]
+# ---- actions: the search's own (peftlife.search.trace) ----
 
-# ---- actions ----
-
-
-@attrs.frozen
-class Submit:
-    """Submit a request; ``label`` names it for the later actions and probes."""
-
-    label: str
-    prompt_len: int
-    max_new_tokens: int
-    adapter: int | None = None
-    weights: bool = True
+STEP = Action("step")
 
 
-@attrs.frozen
-class Step:
-    """Run one executor iteration and check the snapshot after it."""
+def submit(prompt_len: int, max_new_tokens: int, adapter: int | None = None) -> Action:
+    """A request sent with its adapter's weights (so it never needs a LoRA path)."""
+    return Action(
+        "submit",
+        lora_task_id=adapter,
+        lora_weights=True,
+        prompt_len=prompt_len,
+        max_new_tokens=max_new_tokens,
+    )
 
 
-@attrs.frozen
-class Cancel:
-    label: str
-
-
-@attrs.frozen
-class RefuseResume:
-    """Nemesis: the next resume in ``pool`` is refused."""
-
-    pool: Pool = "target"
-
-
-@attrs.frozen
-class FailGrow:
-    """Nemesis: the next grow in ``pool`` fails, even one needing no page."""
-
-    pool: Pool = "target"
-
-
-Action = Submit | Step | Cancel | RefuseResume | FailGrow
-STEP = Step()
+REFUSE_RESUME = Action("refuse_resume", pool="target")
+FAIL_GROW = Action("fail_grow", pool="target")
 
 # ---- what the runner observed ----
 
@@ -231,49 +207,35 @@ class Scenario:
     name: str  # the mutant it targets
     description: str
     config: EngineConfig
+    # The submits' labels, in order: the probes name requests by them, and request
+    # ids count submits from 1.
+    labels: tuple[str, ...]
     actions: tuple[Action, ...]
     # Evidence, against the reference, that the scenario reached its interesting path.
     reached: tuple[Probe, ...]
     # Invariants the target mutant must show somewhere during the scenario.
     mutant_shows: tuple[str, ...] = ()
 
-    def submissions(self) -> list[Submit]:
-        return [a for a in self.actions if isinstance(a, Submit)]
+    def __attrs_post_init__(self) -> None:
+        submits = sum(a.kind == "submit" for a in self.actions)
+        assert len(self.labels) == submits, f"{self.name}: one label per submit"
 
-
-def _pool(engine: Engine, pool: Pool) -> KVCacheManager:
-    found = engine.kv_cache_manager if pool == "target" else engine.draft_kv_cache_manager
-    if found is None:
-        raise ValueError(f"this world has no {pool} pool")
-    return found
+    def submissions(self) -> list[Action]:
+        return [a for a in self.actions if a.kind == "submit"]
 
 
 def run_scenario(scenario: Scenario, factory: SchedulerFactory) -> Observation:
-    """Play the scenario on ``Engine(config, factory)``, checking after every step;
-    drain at the end if no violation occurred."""
+    """Play the scenario on ``Engine(config, factory)``, checking after every step (on
+    past the first violation, for the symptoms that follow); drain at the end if no
+    violation occurred."""
     engine = Engine(scenario.config, factory)
-    ids: dict[str, int] = {}
     snapshots: list[Snapshot] = []
     violations: list[Violation] = []
     for action in scenario.actions:
-        match action:
-            case Submit(label, prompt_len, max_new_tokens, adapter, weights):
-                ids[label] = engine.submit(
-                    prompt_len=prompt_len,
-                    max_new_tokens=max_new_tokens,
-                    lora_task_id=adapter,
-                    lora_weights=weights,
-                )
-            case Step():
-                snapshot = engine.step()
-                snapshots.append(snapshot)
-                violations.extend(check(snapshot, engine.config))
-            case Cancel(label):
-                engine.cancel(ids[label])
-            case RefuseResume(pool):
-                _pool(engine, pool).refuse_next_resumes()
-            case FailGrow(pool):
-                _pool(engine, pool).fail_next_grows()
+        snapshot = apply(engine, action)
+        if snapshot is not None:
+            snapshots.append(snapshot)
+            violations.extend(check(snapshot, engine.config))
     final = engine.snapshot()
     drained = None
     after_drain = None
@@ -283,7 +245,7 @@ def run_scenario(scenario: Scenario, factory: SchedulerFactory) -> Observation:
         after_drain = engine.snapshot()
     return Observation(
         scenario=scenario.name,
-        ids=ids,
+        ids={label: rid for rid, label in enumerate(scenario.labels, start=1)},
         snapshots=tuple(snapshots),
         violations=tuple(violations),
         final=final,
@@ -301,9 +263,9 @@ X, Y = 1, 2
 # A generates alone; a failed grow (and no one after it to evict) self-evicts it.
 # Shared by the suspend-side scenarios, each with its own LoRA caches.
 _SELF_EVICT = (
-    Submit("A", adapter=X, prompt_len=4, max_new_tokens=3),
+    submit(4, 3, adapter=X),  # A
     STEP,  # 1: A prefills (1 page), registers X, emits token 1
-    FailGrow("target"),
+    FAIL_GROW,
     STEP,  # 2: A's grow fails, no victim after it: self-evicted, pages to the host tier
 )
 
@@ -325,15 +287,15 @@ _PREEMPT_WORLD = EngineConfig(
     chunk_unit_size=4,
 )
 _PREEMPT = (
-    FailGrow("target"),
+    FAIL_GROW,
     STEP,  # 1: R1's first chunk fails (freed, rewound); R2 takes chunk 4 (2 pages), owns X
     STEP,  # 2: R1 takes chunk 4 (2 pages, pool full); no token left for R2
     STEP,  # 3: R1's last chunk cannot grow, no lower tier: R2 (ACTIVE) is preempted
 )
 # R2 (X) is preempted while ACTIVE at step 3 and leaves recompute-paused.
 _R2_PREEMPTED = (
-    Submit("R1", prompt_len=5, max_new_tokens=1),
-    Submit("R2", adapter=X, prompt_len=6, max_new_tokens=1),
+    submit(5, 1),  # R1
+    submit(6, 1, adapter=X),  # R2
     *_PREEMPT,  # 3: R1 finishes; R2 is recompute-paused, in paused[X]
 )
 _PREEMPTED = (
@@ -357,10 +319,11 @@ SCENARIOS: tuple[Scenario, ...] = (
             lora_host_pages=2,
             adapter_pages=((X, 1), (Y, 1)),
         ),
+        labels=("A", "B"),
         actions=(
             *_SELF_EVICT,
-            Submit("B", adapter=Y, prompt_len=4, max_new_tokens=1),
-            RefuseResume("target"),
+            submit(4, 1, adapter=Y),  # B
+            REFUSE_RESUME,
             STEP,  # 3: A's resume refused; B admitted, Y evicts the done X on device
         ),
         reached=(
@@ -391,11 +354,12 @@ SCENARIOS: tuple[Scenario, ...] = (
         config=EngineConfig(
             device_pages=4, host_pages=4, lora_device_pages=1, adapter_pages=((X, 1),)
         ),
+        labels=("C", "A"),
         actions=(
-            Submit("C", adapter=X, prompt_len=4, max_new_tokens=3),
-            Submit("A", adapter=X, prompt_len=4, max_new_tokens=3),
+            submit(4, 3, adapter=X),  # C
+            submit(4, 3, adapter=X),  # A
             STEP,  # 1: C and A prefill (1 page each), both own X, emit token 1
-            FailGrow("target"),
+            FAIL_GROW,
             STEP,  # 2: C's grow fails: A, after it, is the victim (suspended); C goes on
             STEP,  # 3: A resumes and re-registers; C finishes, X stays in use for A
         ),
@@ -430,6 +394,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             "started and ACTIVE, has its KV freed; it must move to paused[X]."
         ),
         config=_PREEMPT_WORLD,
+        labels=("R1", "R2"),
         actions=_R2_PREEMPTED,
         reached=_PREEMPTED,
         mutant_shows=("ownership_follows_residency",),
@@ -442,11 +407,12 @@ SCENARIOS: tuple[Scenario, ...] = (
             "re-registers from the host cache."
         ),
         config=_PREEMPT_WORLD,
+        labels=("R1", "R2", "R3"),
         actions=(
-            Submit("R1", prompt_len=5, max_new_tokens=3),
-            Submit("R2", adapter=X, prompt_len=6, max_new_tokens=1),
+            submit(5, 3),  # R1
+            submit(6, 1, adapter=X),  # R2
             *_PREEMPT,  # 3: R1 emits token 1; R2 recompute-paused, in paused[X]
-            Submit("R3", adapter=Y, prompt_len=2, max_new_tokens=1),
+            submit(2, 1, adapter=Y),  # R3
             STEP,  # 4: R1 uses 1 token, R2's chunk (0) is skipped; R3's X-pinned host: fails
             STEP,  # 5: R1 finishes; still no chunk for R2
             STEP,  # 6: R2 prefills again and re-registers X from the host cache
@@ -478,9 +444,10 @@ SCENARIOS: tuple[Scenario, ...] = (
         config=EngineConfig(
             device_pages=4, draft_device_pages=2, lora_device_pages=1, adapter_pages=((X, 1),)
         ),
+        labels=("R0", "R1"),
         actions=(
-            Submit("R0", prompt_len=4, max_new_tokens=1),
-            Submit("R1", adapter=X, prompt_len=5, max_new_tokens=1),
+            submit(4, 1),  # R0
+            submit(5, 1, adapter=X),  # R1
             STEP,  # 1: R0 runs and finishes; R1's draft grow fails: suspended, freed, skipped
         ),
         reached=(
@@ -505,9 +472,10 @@ SCENARIOS: tuple[Scenario, ...] = (
         config=EngineConfig(
             device_pages=4, host_pages=4, lora_device_pages=1, adapter_pages=((X, 1),)
         ),
+        labels=("A",),
         actions=(
             *_SELF_EVICT,
-            RefuseResume("target"),
+            REFUSE_RESUME,
             STEP,  # 3: A's resume is refused: still suspended, not registered
         ),
         reached=(
@@ -530,10 +498,11 @@ SCENARIOS: tuple[Scenario, ...] = (
             lora_host_pages=1,
             adapter_pages=((X, 1), (Y, 1)),
         ),
+        labels=("A", "B"),
         actions=(
             *_SELF_EVICT,
-            Submit("B", adapter=Y, prompt_len=4, max_new_tokens=1),
-            RefuseResume("target"),
+            submit(4, 1, adapter=Y),  # B
+            REFUSE_RESUME,
             STEP,  # 3: A waits; B's adapter does not fit the pinned host cache: B fails
         ),
         reached=(
@@ -549,6 +518,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         config=EngineConfig(
             device_pages=4, draft_device_pages=4, lora_device_pages=1, adapter_pages=((X, 1),)
         ),
+        labels=("A",),
         actions=(
             *_SELF_EVICT,
             STEP,  # 3: A resumes in both pools and goes on
@@ -576,12 +546,13 @@ SCENARIOS: tuple[Scenario, ...] = (
             enable_chunked_context=True,
             chunk_unit_size=4,
         ),
+        labels=("G", "O", "B"),
         actions=(
-            Submit("G", prompt_len=1, max_new_tokens=2),
-            Submit("O", adapter=X, prompt_len=8, max_new_tokens=1),
-            FailGrow("target"),
+            submit(1, 2),  # G
+            submit(8, 1, adapter=X),  # O
+            FAIL_GROW,
             STEP,  # 1: G's first chunk fails (rewound); O takes chunk 4, owns X on device
-            Submit("B", adapter=Y, prompt_len=2, max_new_tokens=1),
+            submit(2, 1, adapter=Y),  # B
             STEP,  # 2: G takes 1 token; O's chunk is 0: skipped; B's Y exceeds the budget
         ),
         reached=(
@@ -599,6 +570,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             "chunk again, whatever the scheduler calls in between."
         ),
         config=_PREEMPT_WORLD,
+        labels=("R1", "R2"),
         actions=_R2_PREEMPTED,  # the mutant registers R2 again at step 3
         reached=_PREEMPTED,
         mutant_shows=("ownership_follows_residency", "no_duplicate_registration"),
@@ -610,9 +582,10 @@ SCENARIOS: tuple[Scenario, ...] = (
             "gets the one token left (a chunk of 1), never its whole prompt."
         ),
         config=EngineConfig(max_num_tokens=4, enable_chunked_context=True, chunk_unit_size=1),
+        labels=("A", "B"),
         actions=(
-            Submit("A", prompt_len=3, max_new_tokens=1),
-            Submit("B", prompt_len=3, max_new_tokens=1),
+            submit(3, 1),  # A
+            submit(3, 1),  # B
             STEP,  # 1: A runs whole (3 tokens), B a chunk of 1; the mutant runs both whole
         ),
         reached=(
@@ -628,8 +601,9 @@ SCENARIOS: tuple[Scenario, ...] = (
             "finishes at the third step, not when a scheduler says so."
         ),
         config=EngineConfig(),
+        labels=("A",),
         actions=(
-            Submit("A", prompt_len=2, max_new_tokens=3),
+            submit(2, 3),  # A
             STEP,  # 1: A prefills and emits token 1
             STEP,  # 2: A emits token 2; the mutant sets it to 2 before the executor runs
         ),
@@ -666,7 +640,7 @@ def _describe(obs: Observation) -> str:
 
 
 def test_one_scenario_per_mutant() -> None:
-    # The overlap executor's mutants have their triggers in tests/test_overlap.py.
+    # The overlap executor's mutants have their triggers in tests/world/test_overlap.py.
     simple = [m for m in mutants.CATALOGUE if not m.overlap]
     assert len(SCENARIOS) == len(BY_NAME) == len(simple)
     assert set(BY_NAME) == {m.name for m in simple}
@@ -674,7 +648,7 @@ def test_one_scenario_per_mutant() -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 def test_reference_runs_clean_and_drains(scenario: Scenario) -> None:
-    requests = [(s.adapter, s.prompt_len, s.max_new_tokens) for s in scenario.submissions()]
+    requests = [(s.lora_task_id, s.prompt_len, s.max_new_tokens) for s in scenario.submissions()]
     assert can_drain(scenario.config, requests), "the drain bound must bind in this world"
     obs = run_scenario(scenario, ReferenceScheduler)
     assert obs.violations == (), _describe(obs)

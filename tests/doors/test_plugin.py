@@ -1,7 +1,9 @@
 """The pytest plugin, as a project that installs peftlife meets it: no conftest of its own.
 
-Each test runs an inner pytest session in a subprocess, so the plugin loads
-through its ``pytest11`` entry point exactly as it would elsewhere.
+Each test that runs a machine runs its inner pytest session in a subprocess, so
+the plugin loads through its ``pytest11`` entry point exactly as it would
+elsewhere. The usage errors end before any machine runs (an option refused at
+configure, a machine refused at collection), so theirs run in this process.
 """
 
 from __future__ import annotations
@@ -264,7 +266,7 @@ def test_bad_input_is_a_usage_error_with_one_line(
     pytester: pytest.Pytester, option: str, value: str, fix: str
 ) -> None:
     pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
-    result = pytester.runpytest_subprocess(option, value)
+    result = pytester.runpytest_inprocess(option, value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     output = [*result.stdout.lines, *result.stderr.lines]
     mentions = [line for line in output if "peftlife: error:" in line]
@@ -289,7 +291,7 @@ def test_a_machine_naming_bad_input_is_a_usage_error_with_one_line(
         f"TestMine = lifecycle_machine({sut_spec!r}, {scenario!r}).TestCase\n",
         test_ok="def test_ok():\n    pass\n",
     )
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     output = [*result.stdout.lines, *result.stderr.lines]
     (line,) = [line for line in output if "peftlife: error:" in line]

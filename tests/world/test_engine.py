@@ -1,4 +1,4 @@
-"""The executor loop (spec sections 2 and 5, executor rows): chunked prefill,
+"""The executor loop (docs/protocol.md, the executor's side): chunked prefill,
 completion, cancellation, recompute reset, per-chunk registration, failed
 registrations, an untrusted scheduler, determinism, and submit's validation."""
 

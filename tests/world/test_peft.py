@@ -1,4 +1,4 @@
-"""Example tests for the PEFT manager and its LoRA caches (spec section 5, "PEFT ownership").
+"""Example tests for the PEFT manager and its LoRA caches (docs/invariants.md, ownership).
 
 Each test names, in its name or docstring, the ``updateTaskState`` rule, the
 "Public calls" row, or the edge case of section 5 it covers. Adapter task ids

@@ -1,4 +1,4 @@
-"""Untrusted code and bad input at every front door (issue 8, "Untrusted code and bad input").
+"""Untrusted code and bad input at every front door.
 
 Each row is one bad input, the door it comes through, and what must be said:
 exit 2 with one ``peftlife: error:`` line naming what is wrong and how to fix
@@ -821,7 +821,7 @@ TestBad.settings = settings(
 def test_a_plugin_finding_whose_reports_cannot_be_written_still_fails(
     pytester: pytest.Pytester,
 ) -> None:
-    bad_schedulers = Path(__file__).with_name("bad_schedulers.py").read_text("utf-8")
+    bad_schedulers = Path(__file__).parents[1].joinpath("bad_schedulers.py").read_text("utf-8")
     pytester.makepyfile(test_bad=PLUGIN_WRITE_FAILS, bad_sched=bad_schedulers)
     result = pytester.runpytest_subprocess("--peftlife-report-dir", "reports", "-p", "no:randomly")
     result.assert_outcomes(failed=1)

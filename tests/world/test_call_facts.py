@@ -17,12 +17,12 @@ from typing import get_args
 
 import attrs
 import pytest
-from tests.test_report import CASE
+from tests.report_cases import CASE
 
 from peftlife.reports.finding.case import replay, to_json
 from peftlife.world.ledger import Args, Call, Facts, Method
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "peftlife"
+SRC = Path(__file__).resolve().parents[2] / "src" / "peftlife"
 RECORDS: dict[str, type[Args] | type[Facts]] = {"args": Args, "facts": Facts}
 
 

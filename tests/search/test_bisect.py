@@ -294,7 +294,7 @@ def test_bisect_a_protocol_scheduler_imports_each_commit_from_its_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--sut-prefix mypkg.sched:Suspender``: each commit's ``mypkg`` is imported afresh."""
-    from tests.test_report import CASE
+    from tests.report_cases import CASE
 
     from peftlife import reports
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from tests.html_structure import grid_structure
-from tests.test_invariants import (
+from tests.builders import (
     BREAKS,
     DONE,
     SUSPENDED_KV,
@@ -29,7 +28,8 @@ from tests.test_invariants import (
     with_requests,
     with_step,
 )
-from tests.test_report import DRAIN_CASE
+from tests.html_structure import grid_structure
+from tests.report_cases import DRAIN_CASE
 
 from peftlife.checker import registry
 from peftlife.checker.drain import _drained_empty
@@ -140,7 +140,7 @@ def subjects(outcome: Outcome) -> dict[str, str]:
 
 
 def test_every_invariant_of_the_catalogue_has_its_subjects_here() -> None:
-    # The overlap executor's four are told in tests/test_overlap.py.
+    # The overlap executor's four are told in tests/world/test_overlap.py.
     everywhere = {i.name for i in registry.REGISTRY if i.scope is registry.EVERY_WORLD}
     assert {name for _, name, _ in SHAPES} == everywhere
     for _, name, (_, outcome) in SHAPES:

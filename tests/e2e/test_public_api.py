@@ -1,4 +1,4 @@
-"""A scheduler author's first hour: a buggy scheduler outside this repository, both doors.
+"""The public API from a scheduler package outside this repository, through both doors.
 
 The author's package lives in a temporary directory with no conftest and no
 configuration; it imports only peftlife's public API. The same bug must come

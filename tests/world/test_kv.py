@@ -1,7 +1,7 @@
 """Example tests for the KV pool model, ``peftlife.kv.KVCacheManager``.
 
-Each test names the row of spec section 3 ("KV residency") it covers, or the
-section-3 paragraph (pages, faults) it checks. Page conservation (invariant 10)
+Each test names the residency rule it covers (docs/glossary.md), or the
+pages and faults it checks. Page conservation (invariant 10)
 is checked after every step of a seeded random walk at the end.
 """
 
