@@ -13,7 +13,8 @@ Five measurements, each against a goal, printed as one table and written to
    seconds and length of its shrink, both together, and the scenario that
    caught it;
 3. shrunk length against the shortest failure the explorer finds in the same
-   world (actions and executor iterations), with the shrink's CPU time;
+   world, for each seed's finding (how many seeds reach it, by how much the
+   others miss it), with the shrink's seconds and replays;
 4. microseconds per executor iteration at 10 to 3,000 live requests, with the
    share of the scheduler, the snapshot and the checks;
 5. the overlap executor against the simple loop: rule steps and executor
@@ -26,6 +27,7 @@ shared machine disturbs the figures less; they stay noisy all the same.
     python -m bench.search --quick
     python -m bench.search --only iteration     # one section; docs/benchmarks.md untouched
     python -m bench.search --smoke              # the table's shape in seconds; no figure holds
+    python -m bench.search --only shrink --seeds 3   # section 3 over seeds 0-2
 """
 
 from __future__ import annotations
@@ -300,66 +302,128 @@ def first_failure_section(seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> 
 # ---- 3. shrunk against shortest ----
 
 
-def shrink_section(max_states: int, mutants: Sequence[Mutant] = CATALOGUE) -> Section:
+@attrs.frozen
+class _Shrunk:
+    """One seed's finding, shrunk, against the explorer's shortest in its shrunk world."""
+
+    scenario: str
+    actions: int
+    iterations: int
+    # The explorer's shortest length; None when its state limit came first.
+    shortest: int | None
+    # Whether the explorer's shortest fails on the shrunk finding's invariant: the
+    # explorer stops at the first failure of any kind, the shrinker keeps its own.
+    same_invariant: bool
+    # The shrink's wall seconds in its own process, and its replays.
+    seconds: float
+    replays: int
+    states: int
+
+
+def _shrunk_against_shortest(mutant: Mutant, seed: int, max_states: int) -> _Shrunk:
     settings = hypothesis.settings(profiles.get("ci"), verbosity=hypothesis.Verbosity.quiet)
+    found = hunt(
+        f"mutant:{mutant.name}", settings, seed=seed, scenario_names=gate.hunted_scenarios(mutant)
+    )
+    assert found.failure is not None, f"{mutant.name} escaped at seed {seed}"
+    shrunk = minimized(found.failure)
+    assert shrunk.shrink is not None
+    run = shrunk.run
+    iterations = len(checked_replay(run.config, run.actions, sut.load(run.sut)).entries)
+    oracle = explore.shortest_like(shrunk, max_states=max_states)
+    same = True
+    if oracle.failure is not None:
+        shortest: int | None = len(oracle.failure.run.actions)
+        same = oracle.failure.invariant == shrunk.invariant
+    else:
+        shortest = len(run.actions) if oracle.complete else None
+    return _Shrunk(
+        run.scenario,
+        len(run.actions),
+        iterations,
+        shortest,
+        same,
+        shrunk.shrink.seconds,
+        shrunk.shrink.replays,
+        oracle.states,
+    )
+
+
+def _span(values: Sequence[int]) -> str:
+    low, high = min(values), max(values)
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> Section:
     rows = []
-    longer = []
+    longer: list[str] = []
+    other: list[str] = []
     unproved = []
     for mutant in mutants:
-        found = hunt(
-            f"mutant:{mutant.name}", settings, seed=0, scenario_names=gate.hunted_scenarios(mutant)
-        )
-        assert found.failure is not None, f"{mutant.name} escaped"
-        start = time.process_time()
-        shrunk = minimized(found.failure)
-        shrink_seconds = time.process_time() - start
-        run = shrunk.run
-        factory = sut.load(run.sut)
-        iterations = len(checked_replay(run.config, run.actions, factory).entries)
-        start = time.process_time()
-        oracle = explore.shortest_like(shrunk, max_states=max_states)
-        explore_seconds = time.process_time() - start
-        if oracle.failure is not None:
-            best = oracle.failure.run
-            shortest = f"{len(best.actions)}"
-            best_iterations = str(len(checked_replay(best.config, best.actions, factory).entries))
-            longer.append(f"{mutant.name} by {len(run.actions) - len(best.actions)}")
-        elif oracle.complete:
-            shortest, best_iterations = str(len(run.actions)), str(iterations)
-        else:
-            shortest, best_iterations = f">= {oracle.depth + 1}", "?"
-            unproved.append(mutant.name)
+        runs = []
+        for seed in range(seeds):
+            runs.append(_shrunk_against_shortest(mutant, seed, max_states))
+            print(f"  {mutant.name} seed {seed}: {runs[-1]}", file=sys.stderr, flush=True)
+        over = [
+            f"seed {seed} +{r.actions - r.shortest}" + ("" if r.same_invariant else " (other)")
+            for seed, r in enumerate(runs)
+            if r.shortest is not None and r.actions > r.shortest
+        ]
+        open_ = sum(r.shortest is None for r in runs)
+        at_shortest = sum(r.shortest == r.actions for r in runs)
+        longer += [f"{mutant.name} {o}" for o in over if not o.endswith("(other)")]
+        other += [
+            f"{mutant.name} {o.removesuffix(' (other)')}" for o in over if o.endswith("(other)")
+        ]
+        if open_:
+            unproved.append(f"{mutant.name} ({open_} of {seeds})")
+        scenarios_seen: dict[str, int] = {}
+        for r in runs:
+            scenarios_seen[r.scenario] = scenarios_seen.get(r.scenario, 0) + 1
+        seconds = [r.seconds for r in runs]
         rows.append(
             (
                 mutant.name,
-                run.scenario,
-                str(len(run.actions)),
-                shortest,
-                str(iterations),
-                best_iterations,
-                f"{shrink_seconds:.2f}",
-                f"{oracle.states} ({explore_seconds:.1f} s)",
+                ", ".join(
+                    f"{n} x{c}" for n, c in sorted(scenarios_seen.items(), key=lambda x: -x[1])
+                ),
+                _span([r.actions for r in runs]),
+                f"{at_shortest} of {seeds}" + (f" ({open_} unproved)" if open_ else ""),
+                ", ".join(over) or "-",
+                _span([r.iterations for r in runs]),
+                f"{statistics.median(seconds):.2f}",
+                f"{max(seconds):.2f}",
+                f"{statistics.median(r.replays for r in runs):.0f}",
+                str(max(r.states for r in runs)),
             )
         )
     verdict = (
-        "met: shrunk length equals the shortest for every mutant"
+        f"met: shrunk length equals the shortest on the same invariant for every mutant at "
+        f"every seed of {seeds}"
         if not longer
-        else f"SHORT: longer than the shortest: {', '.join(longer)}"
+        else f"SHORT: longer than the shortest on the same invariant: {', '.join(longer)}"
     )
+    if other:
+        verdict += (
+            f"; the explorer's shortest is a failure on another invariant for {', '.join(other)}"
+        )
     if unproved:
         verdict += f" (not proved for {', '.join(unproved)}: the explorer's state limit)"
     return Section(
-        "3. shrunk against shortest (seed 0; shortest by breadth-first exploration of the shrunk "
-        "world)",
+        f"3. shrunk against shortest over {seeds} seeds (each seed's finding, hunted as in 2, "
+        "shrunk; shortest by breadth-first exploration of its shrunk world; shrink seconds are "
+        "wall seconds in the shrink's own process)",
         (
             "mutant",
-            "scenario",
+            "caught in (seeds)",
             "shrunk actions",
-            "shortest",
+            "at shortest",
+            "longer (seed: by; other: another invariant)",
             "shrunk iterations",
-            "shortest iterations",
-            "shrink CPU s",
-            "states explored",
+            "shrink s med",
+            "worst",
+            "replays med",
+            "states explored max",
         ),
         tuple(rows),
         (verdict,),
@@ -620,7 +684,7 @@ def measure(sizes: Sizes, only: Sequence[str] = ()) -> Iterator[Section]:
     measurements: dict[str, Callable[[], Section]] = {
         "steps": lambda: steps_section("default", sizes.repetitions, sizes.examples),
         "first-failure": lambda: first_failure_section(sizes.seeds, sizes.mutants),
-        "shrink": lambda: shrink_section(sizes.max_states, sizes.mutants),
+        "shrink": lambda: shrink_section(sizes.max_states, sizes.seeds, sizes.mutants),
         "iteration": lambda: iteration_section(sizes.iterations, sizes.live_requests),
         "overlap": lambda: overlap_section(sizes.repetitions, sizes.examples),
     }
@@ -647,9 +711,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out", help="where the Markdown goes (docs/benchmarks.md when every section runs)"
     )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        help="seeds per mutant in sections 2 and 3 (default: 20, --quick 5, --smoke 1)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     sizes = SMOKE if args.smoke else QUICK if quick else FULL
+    if args.seeds is not None:
+        if args.seeds < 1:
+            parser.error(f"--seeds must be at least 1, not {args.seeds}")
+        sizes = attrs.evolve(sizes, seeds=args.seeds)
     start = time.perf_counter()
     sections = []
     for section in measure(sizes, args.only or ()):  # each printed as soon as it is measured

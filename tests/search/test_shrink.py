@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from peftlife.checker.drain import can_drain
-from peftlife.search import shrink
+from peftlife.search import scenarios, shrink
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut import load
 from peftlife.sut.reference import ReferenceScheduler
@@ -43,12 +43,23 @@ ACTIONS = (
 )
 
 
+def _minimize(
+    config: EngineConfig,
+    actions: tuple[Action, ...],
+    factory: Any,
+    invariant: str,
+    schedule_deadline: float = 10.0,
+) -> shrink.Shrunk:
+    still_fails = shrink.same_finding(factory, invariant, schedule_deadline)
+    return shrink.minimize(shrink.Trace(config, actions), still_fails)
+
+
 def test_the_long_case_fails_to_begin_with() -> None:
     assert shrink.first_invariant(CONFIG, ACTIONS, MUTANT) == "ownership_follows_residency"
 
 
 def test_minimize_makes_it_smaller_and_keeps_the_invariant() -> None:
-    shrunk = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    shrunk = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     config, actions = shrunk.config, shrunk.actions
     assert shrunk.stopped is None  # every pass ran its course, within every bound
     assert shrink.size(config, actions) < shrink.size(CONFIG, ACTIONS)
@@ -65,14 +76,14 @@ def test_minimize_makes_it_smaller_and_keeps_the_invariant() -> None:
 
 
 def test_minimize_is_deterministic() -> None:
-    once = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
-    again = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    once = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    again = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     # Everything but the seconds it took: below its time cap no clock decides anything.
     assert attrs.evolve(once, seconds=0) == attrs.evolve(again, seconds=0)
 
 
 def test_a_case_that_does_not_fail_on_the_invariant_is_returned_unchanged() -> None:
-    same = shrink.minimize(CONFIG, ACTIONS, MUTANT, "draft_mirrors_target")
+    same = _minimize(CONFIG, ACTIONS, MUTANT, "draft_mirrors_target")
     assert (same.config, same.actions) == (CONFIG, ACTIONS)
     assert shrink.first_invariant(CONFIG, ACTIONS, ReferenceScheduler) is None
 
@@ -93,7 +104,7 @@ def test_removing_a_submit_renumbers_later_cancels_and_drops_its_own() -> None:
 
 
 def test_draft_faults_land_on_the_target_once_the_draft_pool_is_gone() -> None:
-    shrunk = shrink.minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    shrunk = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     assert all(a.pool == "target" for a in shrunk.actions)
 
 
@@ -113,9 +124,7 @@ class _HangsWithThree(ReferenceScheduler):
 def test_a_hang_is_shrunk_with_a_bounded_number_of_hung_replays() -> None:
     actions = (SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, STEP)
     _HangsWithThree.hangs = 0
-    shrunk = shrink.minimize(
-        CONFIG, actions, _HangsWithThree, "scheduler_protocol", schedule_deadline=0.05
-    )
+    shrunk = _minimize(CONFIG, actions, _HangsWithThree, "scheduler_protocol", 0.05)
     config, smaller = shrunk.config, shrunk.actions
     # The confirming replay, then at most HUNG_REPLAYS hung shrink replays.
     assert _HangsWithThree.hangs <= 1 + shrink.HUNG_REPLAYS
@@ -128,12 +137,79 @@ def test_tighter_worlds_cut_the_pool_by_the_prompts_pages_and_the_whole_requests
     # 9 prompt tokens and 1 output in blocks of 2: 5 pages, the whole device.
     config = EngineConfig(device_pages=5, tokens_per_block=2, adapter_pages=((1, 1),))
     big = Action("submit", None, 1, False, 9, 1)
-    worlds = [(c.device_pages, a[0].prompt_len) for c, a in shrink._tighter_worlds(config, (big,))]
+    worlds = [
+        (c.device_pages, a[0].prompt_len) for c, a in shrink._tighter_worlds(config, (big,), 0)
+    ]
     # Smallest world first: the whole request's 1, 2 and 4 pages, each with its
     # shortest and longest prompt; and prompts 1, 4 and 8 by their own pages.
     assert worlds == [(1, 1), (2, 2), (2, 3), (2, 4), (4, 6), (4, 7), (4, 8)]
     # The request still fits whole in each, but for the prompt of 4 (3 pages) and of 8 (5).
     fits = [
-        can_drain(c, [(1, a[0].prompt_len, 1)]) for c, a in shrink._tighter_worlds(config, (big,))
+        can_drain(c, [(1, a[0].prompt_len, 1)])
+        for c, a in shrink._tighter_worlds(config, (big,), 0)
     ]
     assert fits == [True, True, True, False, True, True, False]
+
+
+def test_a_shrink_keeps_to_the_actions_it_admits() -> None:
+    free = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    assert any(a.kind == "submit" and a.prompt_len < 3 for a in free.actions)
+    # Admitting only prompts of 3 or more: no candidate with a shorter one is replayed.
+    kept = shrink.minimize(
+        shrink.Trace(CONFIG, ACTIONS),
+        shrink.same_finding(MUTANT, "ownership_follows_residency"),
+        admits=lambda _, actions: all(a.prompt_len >= 3 for a in actions if a.kind == "submit"),
+    )
+    assert all(a.prompt_len >= 3 for a in kept.actions if a.kind == "submit")
+    assert len(kept.actions) < len(ACTIONS)
+
+
+def test_a_trace_its_own_scenario_would_not_draw_is_shrunk_all_the_same() -> None:
+    # A finding from before its scenario changed: the check is set aside, not obeyed.
+    never = shrink.minimize(
+        shrink.Trace(CONFIG, ACTIONS),
+        shrink.same_finding(MUTANT, "ownership_follows_residency"),
+        admits=lambda _, actions: all(a.kind != "fail_grow" for a in actions),
+    )
+    assert len(never.actions) < len(ACTIONS)
+
+
+def test_the_scenario_admits_what_its_rules_draw() -> None:
+    s = scenarios.load("overlap-kv-pressure")  # weights always sent, a LoRA path always set
+    submit = Action("submit", None, 1, True, 2, 2, lora_path=True)
+    assert s.admits(submit) and s.admits(Action("eos", request_id=1))
+    assert not s.admits(attrs.evolve(submit, lora_weights=False))
+    assert not s.admits(attrs.evolve(submit, lora_task_id=None, lora_path=False))  # no_adapter off
+    assert not s.admits(Action("fail_grow", pool="draft"))  # no draft pool there
+    assert not scenarios.load("default").admits(Action("eos", request_id=1))  # simple loop
+    # Its switches: kv-pressure always chunks and pauses for recompute, with no draft pool.
+    kv = scenarios.load("kv-pressure")
+    world = scenarios.smallest_world(kv)
+    assert kv.admits_world(world)
+    assert not kv.admits_world(attrs.evolve(world, enable_recompute_pause=False))
+    assert not kv.admits_world(attrs.evolve(world, draft_device_pages=2))
+
+
+def test_each_pass_counts_its_replays_and_what_it_removed() -> None:
+    shrunk = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    by_name = {p.name: p for p in shrunk.passes}
+    assert set(by_name) == {p.__name__ for p in shrink.PASSES}
+    # Every replay but the confirming one belongs to a pass, as every verdict does.
+    assert sum(p.replays for p in shrunk.passes) + 1 == shrunk.replays
+    assert sum(p.attempts for p in shrunk.passes) + 1 == shrunk.steps
+    removed = sum(p.actions_removed for p in shrunk.passes)
+    assert removed == len(ACTIONS) - len(shrunk.actions) > 0
+    assert shrunk.describe() == f"shrink: 8 passes, {shrunk.replays} replays"
+
+
+def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
+    # Any predicate, not only the same finding: every replay fails, and hangs.
+    replays = []
+
+    def hangs(trace: shrink.Trace) -> shrink.Verdict:
+        replays.append(trace)
+        return shrink.Verdict(True, hung=True)
+
+    shrunk = shrink.minimize(shrink.Trace(CONFIG, ACTIONS), hangs)
+    assert shrunk.stopped == "hung replays"
+    assert len(replays) == 1 + shrink.HUNG_REPLAYS  # the confirming replay, then the bound

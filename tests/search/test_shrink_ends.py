@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from peftlife.checker.invariants import Subject, Violation
 from peftlife.reports import Case, render_markdown, terminal_text, to_json
-from peftlife.search import gate, profiles, shrink
+from peftlife.search import gate, profiles, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run, minimized
 from peftlife.search.hunt import search
 from peftlife.search.trace import KINDS, Action, Outcome, checked_replay
@@ -72,7 +72,9 @@ def _always_fails(monkeypatch: pytest.MonkeyPatch) -> None:
 def _shrinker(actions: tuple[Action, ...]) -> shrink._Shrinker:
     factory = load("reference")
     return shrink._Shrinker(
-        factory, "ownership_follows_residency", EngineConfig(adapter_pages=((1, 1),)), actions
+        shrink.same_finding(factory, "ownership_follows_residency"),
+        EngineConfig(adapter_pages=((1, 1),)),
+        actions,
     )
 
 
@@ -114,7 +116,12 @@ def _found(sut: str, scenario: str, profile: str, seed: int, examples: int = 50)
 def _shrink(failure: LifecycleFailure, timeout: float | None = None) -> shrink.Shrunk:
     run = failure.run
     factory = load(run.sut)
-    return shrink.minimize(run.config, run.actions, factory, failure.invariant, timeout=timeout)
+    return shrink.minimize(
+        shrink.Trace(run.config, run.actions),
+        shrink.same_finding(factory, failure.invariant),
+        admits=scenarios.admitting(run.scenario),
+        timeout=timeout,
+    )
 
 
 def _holds_to_the_order(failure: LifecycleFailure, shrunk: shrink.Shrunk) -> None:

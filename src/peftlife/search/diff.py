@@ -618,6 +618,26 @@ class Shrunk:
     shrink: shrink.Shrunk
 
 
+def same_divergence(
+    a: SchedulerFactory, b: SchedulerFactory, ignore: Collection[str] = ()
+) -> Callable[[shrink.Trace], shrink.Verdict]:
+    """ "The same divergence": A and B, replayed side by side, still diverge somewhere."""
+
+    def still_diverges(trace: shrink.Trace) -> shrink.Verdict:
+        try:
+            outcome = replay(trace.config, trace.actions, a, b, ignore)
+        except ValueError:
+            return shrink.Verdict(False)  # a variation that is not a valid world or request
+        hung = any(
+            side is not None and side.fault_kind.startswith("scheduler_hung")
+            for paired in outcome.iterations
+            for side in (paired.a, paired.b)
+        )
+        return shrink.Verdict(outcome.divergence is not None, hung)
+
+    return still_diverges
+
+
 def minimized(
     divergence: Diverged,
     sut_b: str | sut.Resolved,
@@ -633,21 +653,12 @@ def minimized(
     """
     run = divergence.run
     a, b = sut.loaded(sut_a or run.sut).factory, sut.loaded(sut_b).factory
-
-    def still_diverges(config: EngineConfig, actions: tuple[Action, ...]) -> bool:
-        try:
-            return replay(config, actions, a, b, ignore).divergence is not None
-        except ValueError:
-            return False  # a variation that is not a valid world or request
-
     found = shrink.minimize(
-        run.config,
-        run.actions,
-        a,
-        None,
+        shrink.Trace(run.config, run.actions),
+        same_divergence(a, b, ignore),
+        admits=scenarios.admitting(run.scenario),
         timeout=timeout,
         progress=progress,
-        still_fails=still_diverges,
     )
     outcome = replay(found.config, found.actions, a, b, ignore)
     return Shrunk(found.config, found.actions, outcome, found)

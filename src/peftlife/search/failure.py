@@ -17,7 +17,7 @@ import attrs
 
 from peftlife import sut
 from peftlife.checker.invariants import Violation
-from peftlife.search import shrink
+from peftlife.search import scenarios, shrink
 from peftlife.search.trace import Action, checked_replay
 from peftlife.world import supervisor
 from peftlife.world.config import EngineConfig
@@ -161,12 +161,9 @@ def _minimized(
     run = failure.run
     factory = sut.loaded(subject or run.sut).factory
     shrunk = shrink.minimize(
-        run.config,
-        run.actions,
-        factory,
-        failure.invariant,
-        schedule_deadline,
-        hung=failure.hung,
+        shrink.Trace(run.config, run.actions),
+        shrink.same_finding(factory, failure.invariant, schedule_deadline, hung=failure.hung),
+        admits=scenarios.admitting(run.scenario),
         timeout=timeout,
         progress=progress,
     )

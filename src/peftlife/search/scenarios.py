@@ -21,7 +21,7 @@ so that no file can make a run hang or eat memory.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +30,7 @@ import attrs
 from hypothesis import strategies as st
 
 from peftlife import sut
+from peftlife.search.trace import Action
 from peftlife.world.config import (
     LEGACY_TEARDOWN,
     EngineConfig,
@@ -134,6 +135,65 @@ class Scenario(ExecutorKnobs):
     def fault_pools(self) -> st.SearchStrategy[str]:
         pools = ["target"] if self.draft_pool == "off" else ["target", "draft"]
         return st.sampled_from(pools)
+
+    def admits(self, action: Action) -> bool:
+        """Whether the machine's rules could draw ``action`` in this scenario.
+
+        The shrinker keeps a case to such actions: a submit without the weights a
+        scenario always sends, say, tells a story its search never could. Lengths
+        are left free: a shorter prompt than the range's low end is the same kind
+        of request, and making it short is the shrinker's work.
+
+        >>> s = load("kv-pressure")
+        >>> s.admits(Action("submit", None, 1, True, 4, 1, lora_path=True))
+        True
+        >>> s.admits(Action("submit", None, 1, False, 4, 1, lora_path=True))
+        False
+        """
+        if action.kind == "submit":
+            task = action.lora_task_id
+            return (
+                (task is not None or self.no_adapter)
+                and (action.lora_weights or task is None or self.weights == "either")
+                and action.lora_path == (self.lora_path == "always" and task is not None)
+            )
+        if action.kind in ("refuse_resume", "fail_grow"):
+            return getattr(self, action.kind) and (
+                action.pool == "target" or self.draft_pool != "off"
+            )
+        if action.kind == "cancel":
+            return self.cancel
+        if action.kind == "eos":
+            return self.executor == "overlap"
+        if action.kind == "hold_batch":
+            return self.executor == "overlap" and self.hold_reason != "none"
+        return True
+
+    def admits_world(self, config: EngineConfig) -> bool:
+        """Whether the scenario's switches allow ``config``'s: chunking, recompute pause
+        and a draft pool. Its numbers are left free, as the shrinker's to make small."""
+
+        def allows(switch: Switch, on: bool) -> bool:
+            return switch == "either" or (switch == "on") == on
+
+        return (
+            allows(self.chunking, config.enable_chunked_context)
+            and allows(self.recompute_pause, config.enable_recompute_pause)
+            and allows(self.draft_pool, config.draft_device_pages is not None)
+        )
+
+
+def admitting(name: str) -> Callable[[EngineConfig, Sequence[Action]], bool] | None:
+    """Whether a case (a world and its actions) is one the scenario a finding names
+    could generate (``admits_world`` and ``admits``), or None (admit every case) when
+    that name no longer loads: a user's profile read from a path, say, which a
+    finding names by its stem.
+    """
+    try:
+        s = load(name)
+    except ScenarioError:
+        return None
+    return lambda config, actions: s.admits_world(config) and all(map(s.admits, actions))
 
 
 def _switch(value: Switch) -> st.SearchStrategy[bool]:

@@ -1,38 +1,51 @@
 """Shrinking a counterexample over its trace, without Hypothesis.
 
 The machine finds a failing example by search; this module makes it small by
-replaying variations of its action list (delta debugging), then simplifying
-each submitted request and the world's configuration, keeping a change only
-when the replay still fails on the same invariant. A replay costs
-milliseconds, so this takes well under a second where Hypothesis's own shrink
-phase, which re-runs whole generated examples, takes a minute.
+replaying variations of its trace (a world and an action list): deleting
+actions (delta debugging), then simplifying each action and the world, keeping
+a change only when the variation still fails. What "still fails" means is one
+predicate, given by the caller: ``same_finding`` (a checked replay that fails
+on the same invariant) or, for ``peftlife diff``, the same divergence of two
+schedulers. A replay costs milliseconds, so this takes well under a second
+where Hypothesis's own shrink phase, which re-runs whole generated examples,
+takes a minute.
 
-Why it always ends. Every case (a world and an action list) has a ``size``:
-shortlex over a canonical encoding of natural numbers, that is the number of
-actions first, then each action's encoding in order, then the world's (its
-variable-length adapter list led by its length). That order is well-founded:
-no infinite chain of ever smaller cases exists. The shrinker keeps a candidate
-only when it is strictly smaller than the case it has (``_Shrinker.smaller``),
-and drops any other candidate before replaying it, so whatever the passes
-propose, the kept cases form a strictly descending chain, which must end. The
-chain can still be long, so two bounds make the end come soon: every verdict
-asked for costs one step of ``STEP_BUDGET``, a cached one included, and the
-whole shrink stops at a time cap (``DEFAULT_TIMEOUT``). At either bound the
-smallest case so far is the result, and ``Shrunk.stopped`` says which bound
-ended it. Below the cap the shrink is deterministic: no clock decides anything.
+The passes are run as Hypothesis's shrinker runs its own: each keeps its place
+after a success (it goes on from where it was, on the smaller case, rather than
+from the start), keeps statistics (``PassStats``), and after each round the
+passes that removed actions go first. A candidate must stay a case the
+scenario could have generated (``admits``): a smaller case outside it is a
+story the search could never have told, and a dead end for the shrink.
+
+Why it always ends. Every case has a ``size``: shortlex over a canonical
+encoding of natural numbers, that is the number of actions first, then each
+action's encoding in order, then the world's (its variable-length adapter list
+led by its length). That order is well-founded: no infinite chain of ever
+smaller cases exists. The shrinker keeps a candidate only when it is strictly
+smaller than the case it has (``_Shrinker.adopt``), and drops any other
+candidate before replaying it, so whatever the passes propose, the kept cases
+form a strictly descending chain, which must end. Each loop of a pass moves
+past a place or keeps a smaller case, and each round runs every pass once, at
+most ``MAX_ROUNDS`` rounds. Four bounds make the end come soon, whatever the
+predicate: every verdict asked for costs one step of ``STEP_BUDGET`` (a cached
+one included), every replay one of ``REPLAY_BUDGET``, a replay in which the
+scheduler hung one of ``HUNG_REPLAYS``, and the whole shrink stops at a time
+cap (``DEFAULT_TIMEOUT``). At any bound the smallest case so far is the
+result, and ``Shrunk.stopped`` says which bound ended it. Below the cap the
+shrink is deterministic: no clock decides anything.
 
 A hung scheduler is the exception to "milliseconds": each of its replays waits
-out a deadline, so once a hang is confirmed the shrinker replays with a short
-deadline and gives up after a few hung replays.
+out a deadline, so once a replay hangs ``same_finding`` replays with a short
+deadline, and the shrink gives up after a few hung replays.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import time
-from collections.abc import Callable, Iterator
-from functools import partial
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -43,8 +56,6 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import CHUNKING_POLICIES, SchedulerFactory
 from peftlife.world.words import count
-
-T = TypeVar("T")
 
 # Verdicts one shrink may ask for, cached ones included: a cached verdict costs no
 # replay, but a pass that kept asking for them would otherwise never end.
@@ -59,6 +70,8 @@ HUNG_REPLAYS = 8
 # The passes that try every pair of positions run only on traces this short; on a
 # longer one they would spend the budget before delta debugging has done its work.
 PAIRWISE_LIMIT = 24
+# Rounds of every pass; a shrink ends sooner when a round changes nothing.
+MAX_ROUNDS = 8
 
 
 def timeout_from_text(text: str) -> float | None:
@@ -82,6 +95,67 @@ Stop = Literal["time cap", "step budget", "replay budget", "hung replays", "inte
 
 
 @attrs.frozen
+class Trace:
+    """What a shrink makes smaller: a world and the actions applied to it."""
+
+    config: EngineConfig
+    actions: tuple[Action, ...]
+
+    @property
+    def requests(self) -> list[tuple[int | None, int, int]]:
+        """Each submit as ``can_drain`` reads it: (adapter, prompt, outputs)."""
+        return [
+            (a.lora_task_id, a.prompt_len, a.max_new_tokens)
+            for a in self.actions
+            if a.kind == "submit"
+        ]
+
+
+@attrs.frozen
+class Verdict:
+    """What one replay of a candidate says: whether it still fails, and whether the
+    scheduler hung in it (each hung replay counts against ``HUNG_REPLAYS``)."""
+
+    fails: bool
+    hung: bool = False
+
+    def __bool__(self) -> bool:
+        return self.fails
+
+
+# Whether a candidate still fails: a plain bool, or a ``Verdict`` that also says it hung.
+StillFails = Callable[[Trace], "bool | Verdict"]
+
+
+def same_finding(
+    factory: SchedulerFactory,
+    invariant: str,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    *,
+    hung: bool = False,
+) -> Callable[[Trace], Verdict]:
+    """ "The same finding": a checked replay (drain included) whose first violation
+    is on ``invariant``.
+
+    ``hung`` says the search saw the scheduler miss its deadline: every replay then
+    waits only the short ``HUNG_DEADLINE``, as do all replays after one that hangs.
+    """
+    short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
+    deadline = [short if hung else schedule_deadline]
+
+    def still_fails(trace: Trace) -> Verdict:
+        outcome = _outcome(trace.config, trace.actions, factory, deadline[0])
+        if outcome is None:
+            return Verdict(False)
+        if outcome.hung:  # every hung replay waits out its deadline: a short one from now on
+            deadline[0] = short
+        first = outcome.violations[0].invariant if outcome.violations else None
+        return Verdict(first == invariant, outcome.hung)
+
+    return still_fails
+
+
+@attrs.frozen
 class ShrinkProgress:
     """Where a running shrink is, for a progress line."""
 
@@ -92,6 +166,24 @@ class ShrinkProgress:
         return (
             f"shrinking: {count(self.replays, 'replay')}, best {count(self.best_actions, 'action')}"
         )
+
+
+@attrs.define
+class PassStats:
+    """What one pass did over a whole shrink."""
+
+    name: str
+    # Verdicts it asked for (cached ones included), and the replays among them.
+    attempts: int = 0
+    replays: int = 0
+    # Candidates it kept, the actions they removed, and the sum of the numbers in
+    # the case's encoding they removed (how much simpler the values got; a pass that
+    # raises a value to delete an action may remove fewer numbers than it adds).
+    successes: int = 0
+    actions_removed: int = 0
+    values_removed: int = 0
+    # Wall seconds in the pass: a measurement only, no decision reads it.
+    seconds: float = attrs.field(default=0.0, eq=False)
 
 
 @attrs.frozen
@@ -106,6 +198,9 @@ class Shrunk:
     seconds: float = 0.0
     stopped: Stop | None = None
     timeout: float | None = None
+    # Each pass's statistics, in the order the last round ran them.
+    passes: tuple[PassStats, ...] = ()
+    rounds: int = 0
 
     @property
     def note(self) -> str | None:
@@ -125,6 +220,11 @@ class Shrunk:
         }[self.stopped]
         replays = count(self.replays, "replay")
         return f"the shrink stopped at {bound} after {replays}: a smaller case may exist"
+
+    def describe(self) -> str:
+        """One modest line: ``shrink: 8 passes, 120 replays``."""
+        passes = "1 pass" if len(self.passes) == 1 else f"{len(self.passes)} passes"
+        return f"shrink: {passes}, {count(self.replays, 'replay')}"
 
 
 # ---- the order every kept candidate descends ----
@@ -218,70 +318,77 @@ class _Stopped(Exception):
         self.why = why
 
 
+def _admit_all(config: EngineConfig, actions: Sequence[Action]) -> bool:
+    return True
+
+
 @attrs.define
 class _Shrinker:
-    factory: SchedulerFactory
-    invariant: str | None
+    still_fails: StillFails
     config: EngineConfig
     actions: tuple[Action, ...]
-    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE
+    # Whether a case is one the finding's scenario could have generated.
+    admits: Callable[[EngineConfig, Sequence[Action]], bool] = _admit_all
     # ``time.monotonic()`` past which no verdict is asked for; None for no cap.
     deadline: float | None = None
     progress: Callable[[ShrinkProgress], None] | None = None
-    # In place of the invariant check when given: whether a candidate still fails.
-    predicate: Callable[[EngineConfig, tuple[Action, ...]], bool] | None = None
     replays: int = 0
     steps: int = 0
     hung_replays: int = 0
     # Verdicts already known: passes often propose the same candidate twice.
-    known: dict[tuple[EngineConfig, tuple[Action, ...]], bool] = attrs.Factory(dict)
+    known: dict[Trace, bool] = attrs.Factory(dict)
+    # Each pass's statistics by name, and the pass now running.
+    stats: dict[str, PassStats] = attrs.Factory(dict)
+    current: PassStats = attrs.Factory(lambda: PassStats("none"))
+
+    @property
+    def trace(self) -> Trace:
+        return Trace(self.config, self.actions)
 
     def fails(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
-        """Whether the case still fails on the invariant; every call is a step."""
+        """Whether the case still fails; every call is a step, every replay one more."""
         self.steps += 1
+        self.current.attempts += 1
         if self.steps > STEP_BUDGET:
             raise _Stopped("step budget")
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _Stopped("time cap")
-        key = (config, actions)
-        if key in self.known:
-            return self.known[key]
+        trace = Trace(config, actions)
+        if trace in self.known:
+            return self.known[trace]
         if self.replays >= REPLAY_BUDGET:
             raise _Stopped("replay budget")
         if self.hung_replays >= HUNG_REPLAYS:
             raise _Stopped("hung replays")
-        requests = [
-            (a.lora_task_id, a.prompt_len, a.max_new_tokens) for a in actions if a.kind == "submit"
-        ]
         # Only worlds that can drain are fair: outside them the drain's verdict is void.
         verdict = False
-        if can_drain(config, requests):
+        if can_drain(config, trace.requests):
             self.replays += 1
-            outcome = None
-            if self.predicate is not None:
-                verdict = self.predicate(config, actions)
-            else:
-                outcome = _outcome(config, actions, self.factory, self.schedule_deadline)
-            if outcome is not None:
-                self.hung_replays += outcome.hung
-                verdict = (
-                    bool(outcome.violations) and outcome.violations[0].invariant == self.invariant
-                )
+            self.current.replays += 1
+            answer = self.still_fails(trace)
+            self.hung_replays += isinstance(answer, Verdict) and answer.hung
+            verdict = bool(answer)
             if self.progress is not None:
                 self.progress(ShrinkProgress(self.replays, len(self.actions)))
-        self.known[key] = verdict
+        self.known[trace] = verdict
         return verdict
 
     def adopt(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
-        """Keep the candidate if it is smaller than the case so far and still fails.
+        """Keep the candidate if it is smaller than the case so far, one its scenario
+        could generate, and still fails.
 
-        The one way a case changes: a candidate that is not smaller is dropped
-        before it is replayed, so the kept cases descend the order.
+        The one way a case changes: any other candidate is dropped before it is
+        replayed, so the kept cases descend the order.
         """
-        if size(config, actions) >= size(self.config, self.actions):
+        before = size(self.config, self.actions)
+        after = size(config, actions)
+        if after >= before or not self.admits(config, actions):
             return False
         if not self.fails(config, actions):
             return False
+        self.current.successes += 1
+        self.current.actions_removed += len(self.actions) - len(actions)
+        self.current.values_removed += sum(before[1:]) - sum(after[1:])
         self.config, self.actions = config, actions
         return True
 
@@ -291,12 +398,44 @@ class _Shrinker:
     def try_config(self, config: EngineConfig) -> bool:
         return self.adopt(config, self.actions)
 
+    def run(self, run_pass: Callable[[_Shrinker], None]) -> PassStats:
+        """Run one pass, its verdicts, replays and successes counted to it."""
+        name = run_pass.__name__
+        self.current = self.stats.setdefault(name, PassStats(name))
+        start = time.monotonic()
+        try:
+            run_pass(self)
+        finally:
+            self.current.seconds += time.monotonic() - start
+        return self.current
+
+    @staticmethod
+    def _walk(places: Callable[[], Sequence[Any]], attempt: Callable[[Any], bool]) -> None:
+        """Try each place of the case in order; after a success, go on from the same
+        place of the smaller case rather than from the start.
+
+        ``places()`` lists the current case's places, sorted. It ends: each turn
+        either moves past a place or keeps a smaller case (a step down the
+        well-founded order, and a step of the budget).
+        """
+        here = places()
+        index = 0
+        while index < len(here):
+            place = here[index]
+            if attempt(place):
+                here = places()
+                index = bisect.bisect_left(here, place)
+            else:
+                index += 1
+
+    # ---- the passes ----
+
     def delete_actions(self) -> None:
         """Delta debugging: remove ever smaller chunks while the failure stays."""
         chunk = max(1, len(self.actions) // 2)
-        while chunk >= 1:
+        while chunk >= 1:  # halves each time round
             start = 0
-            while start < len(self.actions):
+            while start < len(self.actions):  # start rises, or the case gets shorter
                 if not self.try_actions(_without(self.actions, start, start + chunk)):
                     start += chunk
             chunk //= 2
@@ -305,26 +444,33 @@ class _Shrinker:
         """Remove two actions that are not neighbours at once (a submit and its step, say)."""
         if len(self.actions) > PAIRWISE_LIMIT:
             return
-        self._first_success(
-            lambda: (
-                _dropping(self.actions, {i, j})
-                for i in range(len(self.actions))
-                for j in range(i + 2, len(self.actions))
-            ),
-            self.try_actions,
+        self._walk(
+            lambda: [
+                (i, j) for i in range(len(self.actions)) for j in range(i + 2, len(self.actions))
+            ],
+            lambda place: self.try_actions(_dropping(self.actions, set(place))),
         )
 
     def move_earlier(self) -> None:
         """Move one action earlier when that lets another go (a submit before the steps)."""
         if len(self.actions) > PAIRWISE_LIMIT:
             return
-        self._first_success(
-            lambda: (
-                _moved(self.actions, i, k)
-                for i in range(1, len(self.actions))
-                for k in range(i - 1, -1, -1)
+        # A place is (action, how far back it moves).
+        self._walk(
+            lambda: [(i, back) for i in range(1, len(self.actions)) for back in range(1, i + 1)],
+            lambda place: self._try_shorter(_moved(self.actions, place[0], place[0] - place[1])),
+        )
+
+    def raise_values(self) -> None:
+        """A larger request (weights sent, a longer prompt or output) that lets actions go."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
+        self._walk(
+            lambda: _submit_indices(self.actions),
+            lambda index: any(
+                self._try_shorter(_with_action(self.actions, index, larger))
+                for larger in _larger_submits(self.actions[index])
             ),
-            self._try_shorter,
         )
 
     def unify_requests(self) -> None:
@@ -334,25 +480,52 @@ class _Shrinker:
         direction is dropped unreplayed (copying both ways once let X, X, Y and
         Y, X, Y take turns for ever).
         """
-        self._first_success(
-            lambda: (
-                _with_submit(self.actions, j, _same_request(self.actions[j], self.actions[i]))
-                for i, j in itertools.permutations(_submit_indices(self.actions), 2)
+        self._walk(
+            lambda: list(itertools.permutations(_submit_indices(self.actions), 2)),
+            lambda place: self.try_actions(
+                _with_action(
+                    self.actions,
+                    place[1],
+                    _same_request(self.actions[place[1]], self.actions[place[0]]),
+                )
             ),
-            self.try_actions,
         )
 
-    def raise_values(self) -> None:
-        """A larger request (weights sent, a longer prompt or output) that lets actions go."""
-        if len(self.actions) > PAIRWISE_LIMIT:
-            return
-        self._first_success(
-            lambda: (
-                _with_submit(self.actions, index, larger)
-                for index in _submit_indices(self.actions)
-                for larger in _larger_submits(self.actions[index])
+    def simplify_actions(self) -> None:
+        """Each action's counts smaller and its switches off, one field at a time."""
+        self._walk(
+            lambda: list(range(len(self.actions))),
+            lambda index: any(
+                self.try_actions(_with_action(self.actions, index, simpler))
+                for simpler in _simpler_records(
+                    self.actions[index], _ACTION_COUNTS, _ACTION_SWITCHES
+                )
             ),
-            self._try_shorter,
+        )
+
+    def simplify_config(self) -> None:
+        """The world's counts smaller, its switches off, and what its actions do not use gone."""
+        self._walk(
+            lambda: list(range(len(_CONFIG_MOVES))),
+            lambda move: any(
+                self.try_config(simpler)
+                for simpler in _CONFIG_MOVES[move](self.config, self.actions)
+            ),
+        )
+
+    def shrink_pressure(self) -> None:
+        """A shorter prompt and a pool smaller by the pages it no longer needs, together.
+
+        A failure that needs KV pressure holds neither move alone: a smaller pool
+        alone adds pressure and changes the path, a shorter prompt alone relieves
+        it. Taken together the pressure stays, and the world gets smaller.
+        """
+        self._walk(
+            lambda: _submit_indices(self.actions),
+            lambda index: any(
+                self.adopt(*candidate)
+                for candidate in _tighter_worlds(self.config, self.actions, index)
+            ),
         )
 
     def _try_shorter(self, actions: tuple[Action, ...]) -> bool:
@@ -362,7 +535,9 @@ class _Shrinker:
         ``actions`` itself is only a probe, replayed to learn whether its shorter
         variants are worth replaying; it is never kept, and what is kept is shorter.
         """
-        if actions == self.actions or not self.fails(self.config, actions):
+        if actions == self.actions or not self.admits(self.config, actions):
+            return False
+        if not self.fails(self.config, actions):
             return False
         return any(
             self.try_actions(_dropping(actions, {i, j}))
@@ -370,54 +545,28 @@ class _Shrinker:
             for j in (i, i + 1)
         )
 
-    def simplify_requests(self) -> None:
-        for index, action in enumerate(self.actions):
-            if action.kind == "submit":
-                self._first_success(partial(self._submit_variants, index), self.try_actions)
 
-    def _submit_variants(self, index: int) -> Iterator[tuple[Action, ...]]:
-        actions = self.actions
-        for simpler in _simpler_submits(actions[index]):
-            yield (*actions[:index], simpler, *actions[index + 1 :])
-
-    def simplify_config(self) -> None:
-        self._first_success(lambda: _simpler_configs(self.config, self.actions), self.try_config)
-
-    def shrink_pressure(self) -> None:
-        """A shorter prompt and a pool smaller by the pages it no longer needs, together.
-
-        A failure that needs KV pressure holds neither move alone: a smaller pool
-        alone adds pressure and changes the path, a shorter prompt alone relieves
-        it. Taken together the pressure stays, and the world gets smaller.
-        """
-        self._first_success(
-            lambda: _tighter_worlds(self.config, self.actions),
-            lambda candidate: self.adopt(*candidate),
-        )
-
-    @staticmethod
-    def _first_success(candidates: Callable[[], Iterator[T]], attempt: Callable[[T], bool]) -> None:
-        """Take the first candidate that still fails, then start over from it.
-
-        Candidates are derived from the current case, so each success is kept.
-        """
-        while any(attempt(c) for c in candidates()):
-            pass
-
-
-# The passes of one round, in order: cheap deletions first, then the moves that
-# need a deletion to pay off, then the simplifications of what is left.
+# The passes, in the order of the first round: cheap deletions first, then the
+# moves that need a deletion to pay off, then the simplifications of what is
+# left. Later rounds run first the passes that removed actions in the round before.
 PASSES: tuple[Callable[[_Shrinker], None], ...] = (
     _Shrinker.delete_actions,
     _Shrinker.delete_pairs,
     _Shrinker.move_earlier,
     _Shrinker.raise_values,
     _Shrinker.unify_requests,
-    _Shrinker.simplify_requests,
+    _Shrinker.simplify_actions,
     _Shrinker.simplify_config,
     _Shrinker.shrink_pressure,
 )
-ROUNDS = 4
+
+
+def _usefulness(before: PassStats, after: PassStats) -> int:
+    """How a pass did in one round, for the next round's order (smaller goes first):
+    0 it removed actions, 1 it simplified values, 2 it changed nothing."""
+    if after.actions_removed > before.actions_removed:
+        return 0
+    return 1 if after.successes > before.successes else 2
 
 
 def _without(actions: tuple[Action, ...], start: int, end: int) -> tuple[Action, ...]:
@@ -474,8 +623,8 @@ def _submit_indices(actions: tuple[Action, ...]) -> list[int]:
     return [i for i, a in enumerate(actions) if a.kind == "submit"]
 
 
-def _with_submit(actions: tuple[Action, ...], index: int, submit: Action) -> tuple[Action, ...]:
-    return (*actions[:index], submit, *actions[index + 1 :])
+def _with_action(actions: tuple[Action, ...], index: int, action: Action) -> tuple[Action, ...]:
+    return (*actions[:index], action, *actions[index + 1 :])
 
 
 def _same_request(action: Action, model: Action) -> Action:
@@ -507,35 +656,67 @@ def _towards(value: int, floor: int) -> Iterator[int]:
             yield v
 
 
-def _simpler_submits(action: Action) -> Iterator[Action]:
-    for prompt in _towards(action.prompt_len, 1):
-        yield attrs.evolve(action, prompt_len=prompt)
-    for outputs in _towards(action.max_new_tokens, 1):
-        yield attrs.evolve(action, max_new_tokens=outputs)
-    if action.lora_weights:
-        yield attrs.evolve(action, lora_weights=False)
-    if action.lora_path:
-        yield attrs.evolve(action, lora_path=False)
+# ---- the fields a pass simplifies, read from the records' declarations ----
 
 
-_INT_FIELDS = (
-    ("device_pages", 1),
-    ("host_pages", 0),
-    ("draft_host_pages", 0),
-    ("lora_device_pages", 1),
-    ("lora_host_pages", 1),
-    ("max_num_tokens", 1),
-    ("max_batch_size", 1),
-    ("chunk_unit_size", 1),
-    ("tokens_per_block", 1),
-)
+def _typed(cls: type, *types: str) -> tuple[str, ...]:
+    """The fields of an attrs class declared with one of ``types`` (as written)."""
+
+    def written(declared: object) -> str:
+        return (
+            declared if isinstance(declared, str) else getattr(declared, "__name__", str(declared))
+        )
+
+    return tuple(f.name for f in attrs.fields(cls) if written(f.type) in types)
+
+
+# An action's counts are its plain ints (prompt and output lengths); an optional int
+# in an action names something (a request, an adapter), so it is not a count.
+_ACTION_COUNTS = _typed(Action, "int")
+_ACTION_SWITCHES = _typed(Action, "bool")
+# The world's counts, an optional one (a pool that may be absent) included.
+_CONFIG_COUNTS = _typed(EngineConfig, "int", "int | None")
+_CONFIG_SWITCHES = _typed(EngineConfig, "bool")
+
+
+def _valid(record: Any, **change: Any) -> Any | None:
+    """``record`` with ``change``, or None where its declaration refuses it."""
+    try:
+        return attrs.evolve(record, **change)
+    except ValueError:
+        return None
+
+
+def _floor(record: Any, name: str) -> int | None:
+    """The smallest count the field's declaration accepts (0 or 1), None if neither."""
+    return next((v for v in (0, 1) if _valid(record, **{name: v}) is not None), None)
+
+
+def _simpler_records(
+    record: Any, counts: tuple[str, ...], switches: tuple[str, ...]
+) -> Iterator[Any]:
+    """``record`` with one count smaller (towards its floor) or one switch off."""
+    for name in counts:
+        value = getattr(record, name)
+        floor = _floor(record, name) if value is not None else None
+        if floor is None:
+            continue
+        for smaller in _towards(value, floor):
+            candidate = _valid(record, **{name: smaller})
+            if candidate is not None:
+                yield candidate
+    for name in switches:
+        if getattr(record, name):
+            candidate = _valid(record, **{name: False})
+            if candidate is not None:
+                yield candidate
 
 
 def _tighter_worlds(
-    config: EngineConfig, actions: tuple[Action, ...]
+    config: EngineConfig, actions: tuple[Action, ...], index: int
 ) -> Iterator[tuple[EngineConfig, tuple[Action, ...]]]:
-    """Each submit's prompt cut down, with the device pool cut by the pages that frees,
-    smallest world first.
+    """The submit at ``index`` with its prompt cut down, with the device pool cut by
+    the pages that frees, smallest world first.
 
     Two ways to count what is freed, since which keeps the pressure depends on how
     the prompt's chunks fall: the prompt's own pages, for shorter prompts spread
@@ -548,39 +729,43 @@ def _tighter_worlds(
     def pages(tokens: int) -> int:
         return -(-tokens // block)
 
-    for index in _submit_indices(actions):
-        action = actions[index]
-        prompt, outputs = action.prompt_len, action.max_new_tokens
-        cuts = {(shorter, pages(prompt) - pages(shorter)) for shorter in _towards(prompt, 1)}
-        whole = pages(prompt + outputs)
-        for fewer in _towards(whole, 1):
-            shortest = max(1, (fewer - 1) * block + 1 - outputs)
-            longest = min(fewer * block - outputs, prompt - 1)
-            cuts |= {(p, whole - fewer) for p in (shortest, longest) if shortest <= p <= longest}
-        for shorter, freed in sorted(cuts, key=lambda cut: (-cut[1], cut[0])):
-            if 0 < freed < config.device_pages:
-                yield (
-                    attrs.evolve(config, device_pages=config.device_pages - freed),
-                    _with_submit(actions, index, attrs.evolve(action, prompt_len=shorter)),
-                )
+    action = actions[index]
+    prompt, outputs = action.prompt_len, action.max_new_tokens
+    cuts = {(shorter, pages(prompt) - pages(shorter)) for shorter in _towards(prompt, 1)}
+    whole = pages(prompt + outputs)
+    for fewer in _towards(whole, 1):
+        shortest = max(1, (fewer - 1) * block + 1 - outputs)
+        longest = min(fewer * block - outputs, prompt - 1)
+        cuts |= {(p, whole - fewer) for p in (shortest, longest) if shortest <= p <= longest}
+    for shorter, freed in sorted(cuts, key=lambda cut: (-cut[1], cut[0])):
+        if 0 < freed < config.device_pages:
+            yield (
+                attrs.evolve(config, device_pages=config.device_pages - freed),
+                _with_action(actions, index, attrs.evolve(action, prompt_len=shorter)),
+            )
 
 
-def _simpler_configs(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
+def _unused_adapters(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
     used = {a.lora_task_id for a in actions if a.kind == "submit"}
     kept = tuple((t, p) for t, p in config.adapter_pages if t in used)
     if kept != config.adapter_pages and kept:
         yield attrs.evolve(config, adapter_pages=kept)
+
+
+def _no_draft_pool(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
     if config.draft_device_pages is not None:
         yield attrs.evolve(config, draft_device_pages=None, draft_host_pages=0)
-    if config.enable_chunked_context:
-        yield attrs.evolve(config, enable_chunked_context=False)
-    for name, floor in _INT_FIELDS:
-        for value in _towards(getattr(config, name), floor):
-            change: dict[str, Any] = {name: value}
-            yield attrs.evolve(config, **change)
-    if config.draft_device_pages is not None:
-        for value in _towards(config.draft_device_pages, 1):
-            yield attrs.evolve(config, draft_device_pages=value)
+
+
+def _simpler_fields(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
+    return _simpler_records(config, (), _CONFIG_SWITCHES)
+
+
+def _smaller_counts(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
+    return _simpler_records(config, _CONFIG_COUNTS, ())
+
+
+def _smaller_adapters(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
     for index, (task, pages) in enumerate(config.adapter_pages):
         for value in _towards(pages, 1):
             smaller = list(config.adapter_pages)
@@ -588,65 +773,64 @@ def _simpler_configs(config: EngineConfig, actions: tuple[Action, ...]) -> Itera
             yield attrs.evolve(config, adapter_pages=tuple(smaller))
 
 
+# The moves ``simplify_config`` walks, in order: what the actions leave unused goes first.
+_CONFIG_MOVES: tuple[Callable[[EngineConfig, tuple[Action, ...]], Iterator[EngineConfig]], ...] = (
+    _unused_adapters,
+    _no_draft_pool,
+    _simpler_fields,
+    _smaller_counts,
+    _smaller_adapters,
+)
+
+
 def minimize(
-    config: EngineConfig,
-    actions: tuple[Action, ...],
-    factory: SchedulerFactory,
-    invariant: str | None,
-    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    trace: Trace,
+    still_fails: StillFails,
     *,
-    hung: bool = False,
+    admits: Callable[[EngineConfig, Sequence[Action]], bool] | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[ShrinkProgress], None] | None = None,
-    still_fails: Callable[[EngineConfig, tuple[Action, ...]], bool] | None = None,
 ) -> Shrunk:
-    """The smallest world and action list found that still fail on ``invariant``.
+    """The smallest trace found on which ``still_fails`` holds.
 
-    Returns the input unchanged if it does not fail on ``invariant`` to begin with.
-    ``hung`` says the search saw the scheduler miss its deadline: the
-    confirming replay then already uses the short one. ``timeout`` caps the
-    whole shrink in seconds (None or 0: no cap), and Ctrl-C ends it as a bound
-    does (``stopped`` is "interrupted"); ``progress`` is told after every
-    replay. ``still_fails``, when given, says whether a case fails in place of
-    the checked replay on ``invariant`` (None then: ``peftlife diff`` shrinks a
-    divergence of two schedulers, which breaks no invariant, with it); the
-    order, the passes and the bounds are the same.
+    Returns ``trace`` unchanged if it does not fail to begin with. ``admits``
+    says whether a world and its actions are a case the finding's scenario
+    could generate (``scenarios.admitting``); any other candidate is never
+    replayed. A trace it does not admit itself (a scenario changed since) is
+    shrunk without it. ``timeout`` caps the whole shrink in seconds (None or
+    0: no cap), and Ctrl-C ends it as a bound does (``stopped`` is
+    "interrupted"); ``progress`` is told after every replay.
     """
     start = time.monotonic()
-    short = min(HUNG_DEADLINE, schedule_deadline or HUNG_DEADLINE)
-    if still_fails is not None:
-        outcome = None
-        if not still_fails(config, actions):
-            return Shrunk(config, actions, replays=1, steps=1, seconds=time.monotonic() - start)
-    else:
-        outcome = _outcome(config, actions, factory, short if hung else schedule_deadline)
-        if (
-            outcome is None
-            or not outcome.violations
-            or outcome.violations[0].invariant != invariant
-        ):
-            return Shrunk(config, actions, replays=1, steps=1, seconds=time.monotonic() - start)
-    if outcome is not None and outcome.hung:
-        # Every hung replay waits out its deadline: shrink a hang with a short one.
-        schedule_deadline = short
+    if not still_fails(trace):
+        return Shrunk(
+            trace.config, trace.actions, replays=1, steps=1, seconds=time.monotonic() - start
+        )
+    if admits is None or not admits(trace.config, trace.actions):
+        admits = _admit_all
     shrinker = _Shrinker(
-        factory,
-        invariant,
-        config,
-        actions,
-        schedule_deadline,
+        still_fails,
+        trace.config,
+        trace.actions,
+        admits,
         deadline=start + timeout if timeout else None,
         progress=progress,
-        predicate=still_fails,
     )
+    passes = list(PASSES)
     stopped: Stop | None = None
+    rounds = 0
     try:
-        for _ in range(ROUNDS):  # every pass, until a round changes nothing (bounded)
-            before = (shrinker.config, shrinker.actions)
-            for run_pass in PASSES:
-                run_pass(shrinker)
-            if (shrinker.config, shrinker.actions) == before:
+        while rounds < MAX_ROUNDS:  # every pass, until a round changes nothing
+            rounds += 1
+            before = shrinker.trace
+            useful: dict[str, int] = {}
+            for run_pass in passes:
+                name = run_pass.__name__
+                was = attrs.evolve(shrinker.stats.get(name, PassStats(name)))
+                useful[name] = _usefulness(was, shrinker.run(run_pass))
+            if shrinker.trace == before:
                 break
+            passes.sort(key=lambda p: useful[p.__name__])  # stable: ties keep their order
     except _Stopped as bound:
         stopped = bound.why
     except KeyboardInterrupt:  # Ctrl-C: the smallest case so far is the result
@@ -664,4 +848,6 @@ def minimize(
         seconds=time.monotonic() - start,
         stopped=stopped,
         timeout=timeout or None,
+        passes=tuple(shrinker.stats[p.__name__] for p in passes if p.__name__ in shrinker.stats),
+        rounds=rounds,
     )
