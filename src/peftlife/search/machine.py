@@ -315,6 +315,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would
         # replace the first finding with a later one.
+        if self.engine is not None and self._aborted():
+            # Hypothesis gave up on it mid-draw (an overrun): no example of the search.
+            self.search.stats.examples -= 1
         if self.engine is None or self.failed or self._aborted():
             return
         # Every example ends with the drain; a replay runs it again after the actions.
