@@ -164,9 +164,9 @@ class Scenario(ExecutorKnobs):
         if action.kind == "cancel":
             return self.cancel
         if action.kind == "eos":
-            return self.executor == "overlap"
+            return self.overlap
         if action.kind == "hold_batch":
-            return self.executor == "overlap" and self.hold_reason != "none"
+            return self.holds_batches
         return True
 
     def admits_world(self, config: EngineConfig) -> bool:
