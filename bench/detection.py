@@ -163,15 +163,15 @@ def pytest_door(name: str, scenario: str, runs: int) -> Detection:
     # process, in the first directory, so later runs would replay that run's finding.
     fresh = hypothesis.settings(profiles.get("dev"), database=None)
     case = type("Fresh", (lifecycle_machine(f"mutant:{name}", scenario).TestCase,), {})
-    case.settings = fresh
+    case.settings = fresh  # type: ignore[attr-defined]
     examples: list[int] = []
     seconds: list[float] = []
     heard: list[SearchResult] = []
     here = os.getcwd()
     options = session.Options(on_search=heard.append)
     for _ in range(runs):
-        with tempfile.TemporaryDirectory() as fresh, session.using(options):
-            os.chdir(fresh)
+        with tempfile.TemporaryDirectory() as folder, session.using(options):
+            os.chdir(folder)
             try:
                 start = cpu()
                 outcome = unittest.TestResult()

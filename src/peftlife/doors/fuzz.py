@@ -386,7 +386,7 @@ class Campaign:
 
     def _handle(self, event: events.Event) -> None:
         """Take in what a worker told: every message is an event naming its worker."""
-        worker = event.source
+        worker = getattr(event, "source", None)
         assert isinstance(worker, int), event
         state = self.workers[worker]
         if not isinstance(event, events.ShrinkStep | events.PhaseStarted):

@@ -464,7 +464,7 @@ class Diverged(Finding):
     invariants are checked and told apart, in ``PairOutcome``).
     """
 
-    run: Run  # type: ignore[assignment]
+    run: Run
     paired: Paired
 
     def __str__(self) -> str:

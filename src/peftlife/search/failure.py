@@ -80,7 +80,7 @@ class LifecycleFailure(Finding):
     """A broken invariant: the violations seen, and the run that led to them."""
 
     violations: tuple[Violation, ...] = attrs.field(converter=_violations)
-    run: Run  # type: ignore[assignment]
+    run: Run
 
     def __str__(self) -> str:
         first = self.violations[0]
@@ -106,7 +106,7 @@ class ShrinkInterrupted(KeyboardInterrupt):
 
 
 def _restored(cls: type[Finding], fields: dict[str, object]) -> Finding:
-    return cls(**fields)
+    return cls(**fields)  # type: ignore[arg-type]
 
 
 def minimized(

@@ -144,7 +144,8 @@ def _journaled_replay(
     if stamp is None:
         return checked_replay(config, actions, factory, schedule_deadline=schedule_deadline)
     # The world before the first iteration: what a death before any entry is shown on.
-    stamp.note(Engine(config, _no_scheduler, schedule_deadline=None).snapshot())
+    # An engine never stepped: only its first snapshot is read, so it needs no scheduler.
+    stamp.note(Engine(config, _no_scheduler, schedule_deadline=None).snapshot())  # type: ignore[arg-type]
     return checked_replay(
         config, actions, factory, schedule_deadline=schedule_deadline, journal=_entry_noted
     )

@@ -58,7 +58,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -121,7 +121,7 @@ class Stamp:
 
     def __init__(self) -> None:
         self._map = mmap.mmap(-1, _HEAD.size + _JOURNAL)
-        self._what = b""
+        self._what = ""
         self._end = _HEAD.size
         self.full = False
 
@@ -220,7 +220,7 @@ def supervised(
         _child(lambda: work(stamp.progress), stamp, write_end, interruptible)
     os.close(write_end)
     try:
-        return _parent(pid, stamp, read_end, progress, hangs_at, interruptible)
+        return cast(T, _parent(pid, stamp, read_end, progress, hangs_at, interruptible))
     finally:
         os.close(read_end)
 
@@ -311,7 +311,7 @@ def _parent(
                 try:
                     progress(examples, iterations)
                 except BaseException:  # the caller stops the work: not a hang unless it was one
-                    stopped_inside = since and now - since > STOPPED_INSIDE
+                    stopped_inside = bool(since) and now - since > STOPPED_INSIDE
                     raise
             overdue = deadline and time.monotonic() > since + deadline + MARGIN
             if since and (overdue or (mark, what) == hangs_at):

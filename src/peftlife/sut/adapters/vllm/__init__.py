@@ -7,7 +7,8 @@ and reads its decisions back; ``release_files(version, cache)`` fetches a
 release's files with ``pip download --no-deps``. Not yet a SUT behind the doors.
 """
 
-from peftlife.sut.adapters.vllm.checkout import Checkout, CheckoutError
+from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
+from peftlife.sut.adapters.vllm.checkout import Checkout
 from peftlife.sut.adapters.vllm.driver import Driver, Step, TinyConfig
 from peftlife.sut.adapters.vllm.release import release_files
 

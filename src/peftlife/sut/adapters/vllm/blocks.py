@@ -81,7 +81,7 @@ class KVCacheManager:
 
     @property
     def usage(self) -> float:
-        return 1.0 - len(self.free_ids) / self.num_blocks
+        return 1.0 - len(self.free_ids) / float(self.num_blocks)
 
     def get_computed_blocks(
         self, request: Any, max_cache_hit_length: int | None = None

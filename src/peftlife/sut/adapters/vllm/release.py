@@ -21,7 +21,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from peftlife.sut.adapters.vllm.checkout import FILES, CheckoutError
+from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
+from peftlife.sut.adapters.vllm.checkout import FILES
 
 DOWNLOAD_SECONDS = 600  # the wheel is some 340 MB
 
