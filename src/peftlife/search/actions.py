@@ -304,14 +304,19 @@ def _pools(engine: Engine) -> tuple[str, ...]:
     return ("target",) if engine.draft_kv_cache_manager is None else ("target", "draft")
 
 
+def landing(engine: Engine, pool: str) -> str:
+    """The pool a fault aimed at ``pool`` lands in, and is recorded in: the target
+    when the world has no draft pool."""
+    return pool if engine.draft_kv_cache_manager is not None else "target"
+
+
 def _fault(kind: ActionKind) -> Letter:
     on = {pool: Action(kind, pool=pool) for pool in ("target", "draft")}
 
     def drawn(
         s: Scenario, engine: Engine, actions: Sequence[Action], pool: str
     ) -> Iterator[Action]:
-        # Recorded where the fault really lands: the target when there is no draft.
-        yield on[pool if engine.draft_kv_cache_manager is not None else "target"]
+        yield on[landing(engine, pool)]
 
     return Letter(
         kind,

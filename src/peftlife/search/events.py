@@ -75,10 +75,7 @@ class ShrinkStep:
         >>> ShrinkStep(7, 3, "no_release").describe()
         'no_release shrinking: 7 replays, best 3 actions'
         """
-        said = ShrinkProgress(self.replays, self.best_actions).describe()
-        return (
-            said if self.source is None or isinstance(self.source, int) else f"{self.source} {said}"
-        )
+        return _after(self.source, ShrinkProgress(self.replays, self.best_actions).describe())
 
 
 def _after(source: Source, said: str) -> str:

@@ -236,9 +236,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         for request in burst:
             self._act(actions.SUBMIT, request)
         for move in moves:
-            # A fault lands where it is recorded: the target when there is no draft.
-            drafted = self.engine.draft_kv_cache_manager is not None
-            self._do(attrs.evolve(move, pool=move.pool if drafted else "target"))
+            self._do(attrs.evolve(move, pool=actions.landing(self.engine, move.pool)))
 
     def _act(self, letter: actions.Letter, drawn: Any) -> None:
         """Apply what one letter's drawn arguments (in declared order) stand for."""
@@ -315,10 +313,11 @@ class LifecycleMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would
         # replace the first finding with a later one.
-        if self.engine is not None and self._aborted():
+        if self.engine is None or self.failed:
+            return
+        if self._aborted():
             # Hypothesis gave up on it mid-draw (an overrun): no example of the search.
             self.search.stats.examples -= 1
-        if self.engine is None or self.failed or self._aborted():
             return
         # Every example ends with the drain; a replay runs it again after the actions.
         result = drain.drain(self.engine, checker=self._observe)
