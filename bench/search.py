@@ -309,11 +309,11 @@ class _Shrunk:
     scenario: str
     actions: int
     iterations: int
-    # The explorer's shortest length; None when its state limit came first.
+    # The explorer's shortest failure on the finding's invariant (what a shrink keeps),
+    # and its shortest failure of any kind (information: a shrink never changes its
+    # finding); None when its state limit came first.
     shortest: int | None
-    # Whether the explorer's shortest fails on the shrunk finding's invariant: the
-    # explorer stops at the first failure of any kind, the shrinker keeps its own.
-    same_invariant: bool
+    shortest_any: int | None
     # The shrink's wall seconds in its own process, and its replays.
     seconds: float
     replays: int
@@ -330,19 +330,22 @@ def _shrunk_against_shortest(mutant: Mutant, seed: int, max_states: int) -> _Shr
     assert shrunk.shrink is not None
     run = shrunk.run
     iterations = len(checked_replay(run.config, run.actions, sut.load(run.sut)).entries)
+    # One breadth-first search for the finding's invariant: the first failure of any
+    # kind it meets on the way is also a shortest one of any kind.
     oracle = explore.shortest_like(shrunk, max_states=max_states)
-    same = True
-    if oracle.failure is not None:
-        shortest: int | None = len(oracle.failure.run.actions)
-        same = oracle.failure.invariant == shrunk.invariant
-    else:
-        shortest = len(run.actions) if oracle.complete else None
+    proved = len(run.actions) if oracle.complete else None
+    shortest = len(oracle.failure.run.actions) if oracle.failure is not None else proved
+    other = oracle.passed_over
+    if oracle.failure is not None:  # for whoever reads the progress: the two cases
+        for name, case in (("shrunk", run), ("shortest", oracle.failure.run)):
+            told = "; ".join(a.describe() for a in case.actions)
+            print(f"    {name}: {told}", file=sys.stderr, flush=True)
     return _Shrunk(
         run.scenario,
         len(run.actions),
         iterations,
         shortest,
-        same,
+        len(other.run.actions) if other is not None else shortest,
         shrunk.shrink.seconds,
         shrunk.shrink.replays,
         oracle.states,
@@ -354,27 +357,33 @@ def _span(values: Sequence[int]) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
+def _longer(runs: Sequence[_Shrunk], shortest: Callable[[_Shrunk], int | None]) -> list[str]:
+    """``seed N +k`` for each seed whose shrunk case is k actions longer than ``shortest``."""
+    return [
+        f"seed {seed} +{r.actions - known}"
+        for seed, r in enumerate(runs)
+        if (known := shortest(r)) is not None and r.actions > known
+    ]
+
+
 def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> Section:
     rows = []
     longer: list[str] = []
     other: list[str] = []
     unproved = []
+    every: list[_Shrunk] = []
     for mutant in mutants:
         runs = []
         for seed in range(seeds):
             runs.append(_shrunk_against_shortest(mutant, seed, max_states))
             print(f"  {mutant.name} seed {seed}: {runs[-1]}", file=sys.stderr, flush=True)
-        over = [
-            f"seed {seed} +{r.actions - r.shortest}" + ("" if r.same_invariant else " (other)")
-            for seed, r in enumerate(runs)
-            if r.shortest is not None and r.actions > r.shortest
-        ]
+        every += runs
+        over = _longer(runs, lambda r: r.shortest)
+        over_any = _longer(runs, lambda r: r.shortest_any)
         open_ = sum(r.shortest is None for r in runs)
         at_shortest = sum(r.shortest == r.actions for r in runs)
-        longer += [f"{mutant.name} {o}" for o in over if not o.endswith("(other)")]
-        other += [
-            f"{mutant.name} {o.removesuffix(' (other)')}" for o in over if o.endswith("(other)")
-        ]
+        longer += [f"{mutant.name} {o}" for o in over]
+        other += [f"{mutant.name} {o}" for o in over_any]
         if open_:
             unproved.append(f"{mutant.name} ({open_} of {seeds})")
         scenarios_seen: dict[str, int] = {}
@@ -390,6 +399,7 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
                 _span([r.actions for r in runs]),
                 f"{at_shortest} of {seeds}" + (f" ({open_} unproved)" if open_ else ""),
                 ", ".join(over) or "-",
+                ", ".join(over_any) or "-",
                 _span([r.iterations for r in runs]),
                 f"{statistics.median(seconds):.2f}",
                 f"{max(seconds):.2f}",
@@ -397,28 +407,41 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
                 str(max(r.states for r in runs)),
             )
         )
+    pairs = len(every)
+    at = sum(r.shortest == r.actions for r in every)
     verdict = (
         f"met: shrunk length equals the shortest on the same invariant for every mutant at "
         f"every seed of {seeds}"
         if not longer
         else f"SHORT: longer than the shortest on the same invariant: {', '.join(longer)}"
     )
-    if other:
-        verdict += (
-            f"; the explorer's shortest is a failure on another invariant for {', '.join(other)}"
-        )
     if unproved:
         verdict += f" (not proved for {', '.join(unproved)}: the explorer's state limit)"
+    seconds = [r.seconds for r in every]
+    totals = (
+        f"Totals: {at} of {pairs} shrunk cases at the shortest on their invariant, "
+        f"{sum(r.shortest is None for r in every)} unproved; "
+        f"{sum(r.shortest_any == r.actions for r in every)} at the shortest of any kind; "
+        f"shrink seconds median {statistics.median(seconds):.2f}, worst {max(seconds):.2f}, "
+        f"total {sum(seconds):.0f}; replays total {sum(r.replays for r in every)}"
+    )
+    information = (
+        "Information (a shrink keeps its finding's invariant): a shorter failure on another "
+        f"invariant exists for {', '.join(other)}"
+        if other
+        else "Information: no shorter failure on another invariant"
+    )
     return Section(
         f"3. shrunk against shortest over {seeds} seeds (each seed's finding, hunted as in 2, "
-        "shrunk; shortest by breadth-first exploration of its shrunk world; shrink seconds are "
-        "wall seconds in the shrink's own process)",
+        "shrunk; shortest by breadth-first exploration of its shrunk world for a failure on "
+        "the finding's invariant; shrink seconds are wall seconds in the shrink's own process)",
         (
             "mutant",
             "caught in (seeds)",
             "shrunk actions",
             "at shortest",
-            "longer (seed: by; other: another invariant)",
+            "longer (seed: by)",
+            "longer than another invariant's shortest",
             "shrunk iterations",
             "shrink s med",
             "worst",
@@ -426,7 +449,7 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
             "states explored max",
         ),
         tuple(rows),
-        (verdict,),
+        (f"{verdict}. {totals}. {information}",),
     )
 
 

@@ -83,6 +83,9 @@ class Exploration:
     failure: LifecycleFailure | None
     # False when MAX_STATES stopped the search before ``depth`` was covered.
     complete: bool
+    # When the search was for one invariant: the first failure on another that it
+    # passed over (a shortest one of any kind, shorter than ``failure``), else None.
+    passed_over: LifecycleFailure | None = None
 
     @property
     def held(self) -> bool:
@@ -121,8 +124,15 @@ def explore(
     alphabet: Alphabet | None = None,
     max_states: int = MAX_STATES,
     progress: Callable[[int], None] | None = None,
+    invariant: str | None = None,
 ) -> Exploration:
     """Every trace up to ``depth`` actions in one world, breadth first; the first failure.
+
+    ``invariant`` names the one failure to look for: a trace whose first violation
+    is on another invariant is passed over (kept in ``passed_over`` when it is the
+    first) and, if a step check broke, not extended, since every longer trace
+    through it fails there first. A failure that only the drain saw is extended:
+    more actions may change what the drain meets.
 
     ``progress(states)`` is told the count of states explored as it grows (as often as
     the supervising parent reads it), and the final count at the end.
@@ -147,7 +157,9 @@ def explore(
     # The child counts its states as examples; the parent tells ``progress`` of them.
     told = None if progress is None else (lambda states, _iterations: progress(states))
     result = outside.supervised_search(
-        lambda tick: _explore(subject, s, world, depth, alphabet, max_states, tick), told, dead
+        lambda tick: _explore(subject, s, world, depth, alphabet, max_states, invariant, tick),
+        told,
+        dead,
     )
     if progress is not None:  # the parent reads the child's count at intervals: the last one
         progress(result.states)
@@ -161,6 +173,7 @@ def _explore(
     depth: int,
     alphabet: Alphabet | None,
     max_states: int,
+    invariant: str | None,
     progress: Callable[[int, int], None] | None,
 ) -> Exploration:
     sut_spec, factory = subject.spec, subject.factory
@@ -173,13 +186,29 @@ def _explore(
     seen: set[Hashable] = {fingerprint(root)}
     frontier: list[tuple[Engine, tuple[Action, ...]]] = [(root, ())]
     states = 1
+    passed_over: list[LifecycleFailure] = []
 
-    def found(actions: tuple[Action, ...], reached: int) -> Exploration:
+    def failure_of(actions: tuple[Action, ...]) -> LifecycleFailure:
         outcome = checked_replay(world, actions, factory)
         run = Run(sut_spec, s.name, world, actions)
         # A shortest trace: nothing left to shrink.
-        failure = LifecycleFailure(outcome.violations, run, shrunk=True)
-        return Exploration(sut_spec, s.name, world, reached, states, failure, True)
+        return LifecycleFailure(outcome.violations, run, shrunk=True)
+
+    def found(actions: tuple[Action, ...], reached: int, first: str) -> Exploration | None:
+        """The exploration's end if ``actions`` is the failure looked for, else None."""
+        if invariant is not None and first != invariant:
+            if not passed_over:
+                passed_over.append(failure_of(actions))
+            return None
+        failure = failure_of(actions)
+        return Exploration(
+            sut_spec, s.name, world, reached, states, failure, True, _first(passed_over)
+        )
+
+    def short(reached: int) -> Exploration:
+        return Exploration(
+            sut_spec, s.name, world, reached, states, None, False, _first(passed_over)
+        )
 
     for level in range(1, depth + 1):
         following: list[tuple[Engine, tuple[Action, ...]]] = []
@@ -189,8 +218,12 @@ def _explore(
                 actions = (*trace, action)
                 outside.trying(sut_spec, s.name, world, actions)
                 snapshot = apply(child, action)
-                if snapshot is not None and registry.check(snapshot, world):
-                    return found(actions, level)
+                broken = registry.check(snapshot, world) if snapshot is not None else []
+                if broken:
+                    end = found(actions, level, broken[0].invariant)
+                    if end is not None:
+                        return end
+                    continue  # every trace through here fails first on another invariant
                 key = fingerprint(child) if merge else actions
                 if key in seen:
                     continue
@@ -198,15 +231,22 @@ def _explore(
                 states += 1
                 if progress is not None:
                     progress(states, 0)
-                if drain.drain(copied(child, actions)).violations:
-                    return found(actions, level)
+                drained = drain.drain(copied(child, actions)).violations
+                if drained:
+                    end = found(actions, level, drained[0].invariant)
+                    if end is not None:
+                        return end
                 if states >= max_states:
-                    return Exploration(sut_spec, s.name, world, level - 1, states, None, False)
+                    return short(level - 1)
                 following.append((child, actions))
         frontier = following
         if not frontier:
             break
-    return Exploration(sut_spec, s.name, world, depth, states, None, True)
+    return Exploration(sut_spec, s.name, world, depth, states, None, True, _first(passed_over))
+
+
+def _first(failures: list[LifecycleFailure]) -> LifecycleFailure | None:
+    return failures[0] if failures else None
 
 
 class _Copies:
@@ -238,13 +278,18 @@ class _Copies:
         return replay(self.world, trace, self.factory)[0]
 
 
-def shortest_like(failure: LifecycleFailure, *, max_states: int = MAX_STATES) -> Exploration:
+def shortest_like(
+    failure: LifecycleFailure, *, max_states: int = MAX_STATES, any_invariant: bool = False
+) -> Exploration:
     """Search the world of a finding for a failure shorter than its own trace.
 
     The oracle for the shrinker: the finding's scenario's actions in the
     finding's (shrunk) world, with its own request sizes besides the ranges'
-    ends, up to one action less than its trace. A failure found is a shortest
-    one; a complete exploration that finds none proves the finding shortest.
+    ends, up to one action less than its trace. It looks for a failure on the
+    finding's own invariant, as a shrink keeps it (a shorter failure on another
+    invariant met on the way is in ``passed_over``); ``any_invariant`` takes the
+    first failure of any kind instead. A failure found is a shortest one; a
+    complete exploration that finds none proves the finding shortest.
     """
     run = failure.run
     s = scenarios.load(run.scenario)
@@ -261,4 +306,5 @@ def shortest_like(failure: LifecycleFailure, *, max_states: int = MAX_STATES) ->
         config=run.config,
         alphabet=letters,
         max_states=max_states,
+        invariant=None if any_invariant else failure.invariant,
     )
