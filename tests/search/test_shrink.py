@@ -213,3 +213,34 @@ def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
     shrunk = shrink.minimize(shrink.Trace(CONFIG, ACTIONS), hangs)
     assert shrunk.stopped == "hung replays"
     assert len(replays) == 1 + shrink.HUNG_REPLAYS  # the confirming replay, then the bound
+
+
+def test_a_fault_in_the_tail_is_traded_for_one_more_request() -> None:
+    # A fault makes the pressure under which the mutant forgets to re-register an
+    # adapter; a second request makes it too, in the drain. No deletion alone keeps
+    # the finding, so only the trade of the tail reaches the two submits.
+    config = EngineConfig(
+        device_pages=2,
+        host_pages=0,
+        tokens_per_block=2,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((1, 1),),
+        max_num_tokens=1,
+        max_batch_size=1,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        executor="overlap",
+    )
+    request = Action(
+        "submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=3, lora_path=True
+    )
+    actions = (request, STEP, STEP, STEP, STEP, Action("fail_grow"), STEP)
+    mutant = load("mutant:no_reregister_on_resume")
+    invariant = "device_pin_follows_ownership"
+    assert shrink.first_invariant(config, actions, mutant) == invariant
+    shrunk = _minimize(config, actions, mutant, invariant)
+    assert [a.kind for a in shrunk.actions] == ["submit", "submit"]
+    assert shrink.first_invariant(shrunk.config, shrunk.actions, mutant) == invariant
+    traded = {p.name: p for p in shrunk.passes}["trade_tail"]
+    assert traded.successes >= 1 and traded.actions_removed >= 4

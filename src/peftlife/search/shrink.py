@@ -528,6 +528,24 @@ class _Shrinker:
             ),
         )
 
+    def trade_tail(self) -> None:
+        """The tail from an event on (a fault, a cancel, a held batch) replaced by one
+        more request or by nothing, with at most one request before it changed.
+
+        What a fault did, KV pressure above all, one more request often does in
+        the drain: ``submit, step, step, fail_grow, step`` may become two submits.
+        Neither half holds alone (the tail gone, the pressure goes; a request
+        changed, the path changes), so each candidate makes both moves at once;
+        every one is shorter than the case, or equal in length and dropped
+        unreplayed unless smaller.
+        """
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
+        self._walk(
+            lambda: _tail_starts(self.actions),
+            lambda start: any(self.try_actions(c) for c in _traded(self.actions, start)),
+        )
+
     def _try_shorter(self, actions: tuple[Action, ...]) -> bool:
         """Keep ``actions`` (same length) only if deleting one action, or two neighbours,
         then still fails: a change that pays for itself.
@@ -559,6 +577,9 @@ PASSES: tuple[Callable[[_Shrinker], None], ...] = (
     _Shrinker.simplify_config,
     _Shrinker.shrink_pressure,
 )
+# Passes that propose many candidates for a rare success: run only when a round of
+# ``PASSES`` changed nothing, to move the shrink on from where they are stuck.
+LAST_RESORT: tuple[Callable[[_Shrinker], None], ...] = (_Shrinker.trade_tail,)
 
 
 def _usefulness(before: PassStats, after: PassStats) -> int:
@@ -617,6 +638,41 @@ def _moved(actions: tuple[Action, ...], source: int, dest: int) -> tuple[Action,
             action = attrs.evolve(action, request_id=old_to_new[action.request_id])
         result.append(action)
     return tuple(result)
+
+
+def _tail_starts(actions: tuple[Action, ...]) -> list[int]:
+    """Where a tail may start: after the first action, at or before the last event
+    (an action other than a submit or a step)."""
+    events = [i for i, a in enumerate(actions) if a.kind not in ("submit", "step")]
+    return list(range(1, events[-1] + 1)) if events else []
+
+
+def _traded(actions: tuple[Action, ...], start: int) -> Iterator[tuple[Action, ...]]:
+    """``actions[:start]``, with one request in it changed or none, then nothing or a copy
+    of its last request: smaller heads first, a changed one after the unchanged."""
+    head = actions[:start]
+    submitted = _submit_indices(head)
+    tails: list[tuple[Action, ...]] = [()]
+    if submitted:
+        tails.append((head[submitted[-1]],))
+    for changed in (head, *_changed_heads(head, submitted)):
+        for tail in tails:
+            yield (*changed, *tail)
+
+
+def _changed_heads(head: tuple[Action, ...], submitted: list[int]) -> Iterator[tuple[Action, ...]]:
+    """``head`` with one request changed: a longer prompt or output, a short prompt with a
+    longer output, or two requests in the other order."""
+    for index in reversed(submitted):
+        action = head[index]
+        p, m = action.prompt_len, action.max_new_tokens
+        sizes = dict.fromkeys(((p + 1, m), (p, m + 1), (1, m + 1), (max(1, p // 2), m + 1)))
+        for prompt, outputs in sizes:  # distinct, in order
+            yield _with_action(
+                head, index, attrs.evolve(action, prompt_len=prompt, max_new_tokens=outputs)
+            )
+    for first, second in itertools.pairwise(submitted):
+        yield _moved(head, second, first)
 
 
 def _submit_indices(actions: tuple[Action, ...]) -> list[int]:
@@ -828,8 +884,11 @@ def minimize(
                 name = run_pass.__name__
                 was = attrs.evolve(shrinker.stats.get(name, PassStats(name)))
                 useful[name] = _usefulness(was, shrinker.run(run_pass))
-            if shrinker.trace == before:
-                break
+            if shrinker.trace == before:  # stuck: the costly passes, then done if still stuck
+                for run_pass in LAST_RESORT:
+                    shrinker.run(run_pass)
+                if shrinker.trace == before:
+                    break
             passes.sort(key=lambda p: useful[p.__name__])  # stable: ties keep their order
     except _Stopped as bound:
         stopped = bound.why
@@ -848,6 +907,10 @@ def minimize(
         seconds=time.monotonic() - start,
         stopped=stopped,
         timeout=timeout or None,
-        passes=tuple(shrinker.stats[p.__name__] for p in passes if p.__name__ in shrinker.stats),
+        passes=tuple(
+            shrinker.stats[p.__name__]
+            for p in (*passes, *LAST_RESORT)
+            if p.__name__ in shrinker.stats
+        ),
         rounds=rounds,
     )
