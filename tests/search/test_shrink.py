@@ -200,7 +200,7 @@ def test_each_pass_counts_its_replays_and_what_it_removed() -> None:
     assert sum(p.attempts for p in shrunk.passes) + 1 == shrunk.steps
     removed = sum(p.actions_removed for p in shrunk.passes)
     assert removed == len(ACTIONS) - len(shrunk.actions) > 0
-    assert shrunk.describe() == f"shrink: 9 passes, {shrunk.replays} replays"
+    assert shrunk.describe() == f"shrink: 10 passes, {shrunk.replays} replays"
 
 
 def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
@@ -218,8 +218,9 @@ def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
 
 def test_a_fault_in_the_tail_is_traded_for_one_more_request() -> None:
     # A fault makes the pressure under which the mutant forgets to re-register an
-    # adapter; a second request makes it too, in the drain. No deletion alone keeps
-    # the finding, so only the trade of the tail reaches the two submits.
+    # adapter; a second request makes it too, in the drain, once the first asks for
+    # a longer prompt. No deletion or merge alone keeps the finding, so only the
+    # trade of the tail (both moves at once) reaches the two submits.
     config = EngineConfig(
         device_pages=2,
         host_pages=0,
@@ -234,9 +235,9 @@ def test_a_fault_in_the_tail_is_traded_for_one_more_request() -> None:
         executor="overlap",
     )
     request = Action(
-        "submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=3, lora_path=True
+        "submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=2, lora_path=True
     )
-    actions = (request, STEP, STEP, STEP, STEP, Action("fail_grow"), STEP)
+    actions = (request, STEP, STEP, Action("fail_grow"), STEP)
     mutant = load("mutant:no_reregister_on_resume")
     invariant = "device_pin_follows_ownership"
     assert shrink.first_invariant(config, actions, mutant) == invariant
@@ -244,4 +245,53 @@ def test_a_fault_in_the_tail_is_traded_for_one_more_request() -> None:
     assert [a.kind for a in shrunk.actions] == ["submit", "submit"]
     assert shrink.first_invariant(shrunk.config, shrunk.actions, mutant) == invariant
     traded = {p.name: p for p in shrunk.passes}["trade_tail"]
-    assert traded.successes >= 1 and traded.actions_removed >= 4
+    assert traded.successes >= 1 and traded.actions_removed >= 3
+
+
+def test_two_small_requests_are_merged_into_a_copy_of_a_larger_one() -> None:
+    # Two small requests behind a large one evict the adapter a batch in flight
+    # pins; two large ones do it too. Dropping either small one loses the finding,
+    # and a copy of the large request in their place is no smaller a request, so
+    # only the merge of the two neighbours reaches the shorter case.
+    config = EngineConfig(
+        device_pages=4,
+        host_pages=0,
+        tokens_per_block=2,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((2, 1),),
+        max_num_tokens=4,
+        max_batch_size=2,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        executor="overlap",
+    )
+
+    def request(prompt: int, outputs: int) -> Action:
+        return Action(
+            "submit",
+            lora_task_id=2,
+            lora_weights=True,
+            prompt_len=prompt,
+            max_new_tokens=outputs,
+            lora_path=True,
+        )
+
+    actions = (request(4, 2), request(1, 1), request(1, 2))
+    mutant = load("mutant:evicts_inflight")
+    assert shrink.first_invariant(config, actions, mutant) == "in_flight_pin"
+    shrunk = _minimize(config, actions, mutant, "in_flight_pin")
+    assert len(shrunk.actions) == 2
+    assert {p.name: p for p in shrunk.passes}["merge_neighbours"].actions_removed == 1
+
+
+def test_an_inserted_request_shifts_the_ids_the_later_cancels_name() -> None:
+    a, b, c = (Action("submit", prompt_len=n, max_new_tokens=1) for n in (1, 2, 3))
+    actions = (a, Action("cancel", request_id=1), b, Action("cancel", request_id=2))
+    assert shrink._inserted(actions, 1, c) == (
+        a,
+        c,
+        Action("cancel", request_id=1),
+        b,
+        Action("cancel", request_id=3),
+    )

@@ -528,6 +528,19 @@ class _Shrinker:
             ),
         )
 
+    def merge_neighbours(self) -> None:
+        """Two neighbouring actions replaced by a copy of one of the case's actions (two
+        small requests by one like a larger one, say): one action less."""
+        if len(self.actions) > PAIRWISE_LIMIT:
+            return
+        self._walk(
+            lambda: list(range(len(self.actions) - 1)),
+            lambda index: any(
+                self.try_actions(_inserted(_without(self.actions, index, index + 2), index, copy))
+                for copy in _copyable(self.actions)
+            ),
+        )
+
     def trade_tail(self) -> None:
         """The tail from an event on (a fault, a cancel, a held batch) replaced by one
         more request or by nothing, with at most one request before it changed.
@@ -579,7 +592,10 @@ PASSES: tuple[Callable[[_Shrinker], None], ...] = (
 )
 # Passes that propose many candidates for a rare success: run only when a round of
 # ``PASSES`` changed nothing, to move the shrink on from where they are stuck.
-LAST_RESORT: tuple[Callable[[_Shrinker], None], ...] = (_Shrinker.trade_tail,)
+LAST_RESORT: tuple[Callable[[_Shrinker], None], ...] = (
+    _Shrinker.merge_neighbours,
+    _Shrinker.trade_tail,
+)
 
 
 def _usefulness(before: PassStats, after: PassStats) -> int:
@@ -638,6 +654,27 @@ def _moved(actions: tuple[Action, ...], source: int, dest: int) -> tuple[Action,
             action = attrs.evolve(action, request_id=old_to_new[action.request_id])
         result.append(action)
     return tuple(result)
+
+
+def _copyable(actions: tuple[Action, ...]) -> list[Action]:
+    """The case's distinct actions that name no request (a copy of a cancel would name
+    another request once moved), in order of first appearance."""
+    return list(dict.fromkeys(a for a in actions if a.kind not in REQUEST_KINDS))
+
+
+def _inserted(actions: tuple[Action, ...], index: int, action: Action) -> tuple[Action, ...]:
+    """``action`` put at ``index``; a submit shifts the ids of the requests after it, and
+    the cancels naming them follow."""
+    if action.kind != "submit":
+        return (*actions[:index], action, *actions[index:])
+    new_id = len(_submit_indices(actions[:index])) + 1
+    shifted = tuple(
+        attrs.evolve(a, request_id=a.request_id + 1)
+        if a.kind in REQUEST_KINDS and a.request_id is not None and a.request_id >= new_id
+        else a
+        for a in actions
+    )
+    return (*shifted[:index], action, *shifted[index:])
 
 
 def _tail_starts(actions: tuple[Action, ...]) -> list[int]:
