@@ -13,7 +13,11 @@ takes a minute.
 The passes are run as Hypothesis's shrinker runs its own: each keeps its place
 after a success (it goes on from where it was, on the smaller case, rather than
 from the start), keeps statistics (``PassStats``), and after each round the
-passes that removed actions go first. A candidate must stay a case the
+passes that removed actions go first. Two costly passes (``LAST_RESORT``)
+run only in a round where the others changed nothing: they replace actions by
+others (two neighbours by a copy of one action, a tail holding a fault by one
+more request), which a failure found by a fault often needs to reach the
+shortest case, and which deletion never finds. A candidate must stay a case the
 scenario could have generated (``admits``): a smaller case outside it is a
 story the search could never have told, and a dead end for the shrink.
 
@@ -25,8 +29,9 @@ smaller cases exists. The shrinker keeps a candidate only when it is strictly
 smaller than the case it has (``_Shrinker.adopt``), and drops any other
 candidate before replaying it, so whatever the passes propose, the kept cases
 form a strictly descending chain, which must end. Each loop of a pass moves
-past a place or keeps a smaller case, and each round runs every pass once, at
-most ``MAX_ROUNDS`` rounds. Four bounds make the end come soon, whatever the
+past a place or keeps a smaller case, and each round runs every pass at most
+once (the last-resort ones only when the others changed nothing), at most
+``MAX_ROUNDS`` rounds. Four bounds make the end come soon, whatever the
 predicate: every verdict asked for costs one step of ``STEP_BUDGET`` (a cached
 one included), every replay one of ``REPLAY_BUDGET``, a replay in which the
 scheduler hung one of ``HUNG_REPLAYS``, and the whole shrink stops at a time
