@@ -6,11 +6,12 @@ import pytest
 
 from peftlife.search import gate, profiles, scenarios
 from peftlife.search.explore import Alphabet, explore, shortest_like
-from peftlife.search.failure import minimized
+from peftlife.search.failure import LifecycleFailure, Run, minimized
 from peftlife.search.hunt import hunt
-from peftlife.search.trace import checked_replay
+from peftlife.search.trace import Action, checked_replay
 from peftlife.sut import load
 from peftlife.sut.mutants import BY_NAME
+from peftlife.world.config import EngineConfig
 
 CI = profiles.get("ci")
 
@@ -69,3 +70,44 @@ def test_the_state_limit_stops_short_and_says_so() -> None:
     result = explore("reference", "default", depth=6, max_states=40)
     assert not result.complete
     assert result.depth < 6
+
+
+def test_the_oracle_looks_for_the_findings_own_invariant() -> None:
+    # Three requests fail on scheduled_owned_and_resident; two fail sooner on
+    # another invariant. A shrink keeps its finding, so the oracle does too: it
+    # proves the three shortest for their invariant and tells of the other.
+    config = EngineConfig(
+        device_pages=4,
+        host_pages=0,
+        tokens_per_block=1,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((1, 1),),
+        max_num_tokens=2,
+        max_batch_size=2,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        executor="overlap",
+    )
+    actions = tuple(
+        Action(
+            "submit",
+            lora_task_id=1,
+            lora_weights=True,
+            prompt_len=1,
+            max_new_tokens=outputs,
+            lora_path=True,
+        )
+        for outputs in (2, 2, 1)
+    )
+    spec = "mutant:no_reregister_on_resume"
+    outcome = checked_replay(config, actions, load(spec))
+    run = Run(spec, "overlap-kv-pressure", config, actions)
+    finding = LifecycleFailure(outcome.violations, run, shrunk=True)
+    assert finding.invariant == "scheduled_owned_and_resident"
+    oracle = shortest_like(finding, max_states=5_000)
+    assert oracle.complete and oracle.failure is None
+    assert oracle.passed_over is not None and len(oracle.passed_over.run.actions) == 2
+    assert oracle.passed_over.invariant != finding.invariant
+    first = shortest_like(finding, max_states=5_000, any_invariant=True).failure
+    assert first is not None and first.run.actions == oracle.passed_over.run.actions
