@@ -547,8 +547,8 @@ class _Shrinker:
         )
 
     def trade_tail(self) -> None:
-        """The tail from an event on (a fault, a cancel, a held batch) replaced by one
-        more request or by nothing, with at most one request before it changed.
+        """The tail from an event on (a fault, a cancel, a held batch) replaced by a copy
+        of a request or by nothing, with at most one request changed.
 
         What a fault did, KV pressure above all, one more request often does in
         the drain: ``submit, step, step, fail_grow, step`` may become two submits.
@@ -690,16 +690,14 @@ def _tail_starts(actions: tuple[Action, ...]) -> list[int]:
 
 
 def _traded(actions: tuple[Action, ...], start: int) -> Iterator[tuple[Action, ...]]:
-    """``actions[:start]``, with one request in it changed or none, then nothing or a copy
-    of its last request: smaller heads first, a changed one after the unchanged."""
+    """``actions[:start]`` alone or with a copy of one of its requests after it, each as
+    it is, then with one request changed (the copy first)."""
     head = actions[:start]
-    submitted = _submit_indices(head)
-    tails: list[tuple[Action, ...]] = [()]
-    if submitted:
-        tails.append((head[submitted[-1]],))
-    for changed in (head, *_changed_heads(head, submitted)):
-        for tail in tails:
-            yield (*changed, *tail)
+    requests = list(dict.fromkeys(a for a in head if a.kind == "submit"))
+    bases = [head, *((*head, request) for request in requests)]
+    yield from bases
+    for base in bases:
+        yield from _changed_heads(base, _submit_indices(base))
 
 
 def _changed_heads(head: tuple[Action, ...], submitted: list[int]) -> Iterator[tuple[Action, ...]]:
