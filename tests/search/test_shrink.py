@@ -216,28 +216,41 @@ def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
     assert len(replays) == 1 + shrink.HUNG_REPLAYS  # the confirming replay, then the bound
 
 
+def _overlap_world(*, adapter: int, device_pages: int, tokens: int, batch: int) -> EngineConfig:
+    """A small world of the overlap scenarios: one adapter, one page of LoRA cache a tier."""
+    return EngineConfig(
+        device_pages=device_pages,
+        host_pages=0,
+        tokens_per_block=2,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((adapter, 1),),
+        max_num_tokens=tokens,
+        max_batch_size=batch,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        executor="overlap",
+    )
+
+
+def _request(adapter: int, prompt: int, outputs: int) -> Action:
+    return Action(
+        "submit",
+        lora_task_id=adapter,
+        lora_weights=True,
+        prompt_len=prompt,
+        max_new_tokens=outputs,
+        lora_path=True,
+    )
+
+
 def test_a_fault_in_the_tail_is_traded_for_one_more_request() -> None:
     # A fault makes the pressure under which the mutant forgets to re-register an
     # adapter; a second request makes it too, in the drain, once the first asks for
     # a longer prompt. No deletion or merge alone keeps the finding, so only the
     # trade of the tail (both moves at once) reaches the two submits.
-    config = EngineConfig(
-        device_pages=2,
-        host_pages=0,
-        tokens_per_block=2,
-        lora_device_pages=1,
-        lora_host_pages=1,
-        adapter_pages=((1, 1),),
-        max_num_tokens=1,
-        max_batch_size=1,
-        enable_chunked_context=True,
-        chunk_unit_size=1,
-        executor="overlap",
-    )
-    request = Action(
-        "submit", lora_task_id=1, lora_weights=True, prompt_len=1, max_new_tokens=2, lora_path=True
-    )
-    actions = (request, STEP, STEP, Action("fail_grow"), STEP)
+    config = _overlap_world(adapter=1, device_pages=2, tokens=1, batch=1)
+    actions = (_request(1, 1, 2), STEP, STEP, Action("fail_grow"), STEP)
     mutant = load("mutant:no_reregister_on_resume")
     invariant = "device_pin_follows_ownership"
     assert shrink.first_invariant(config, actions, mutant) == invariant
@@ -253,31 +266,8 @@ def test_two_small_requests_are_merged_into_a_copy_of_a_larger_one() -> None:
     # pins; two large ones do it too. Dropping either small one loses the finding,
     # and a copy of the large request in their place is no smaller a request, so
     # only the merge of the two neighbours reaches the shorter case.
-    config = EngineConfig(
-        device_pages=4,
-        host_pages=0,
-        tokens_per_block=2,
-        lora_device_pages=1,
-        lora_host_pages=1,
-        adapter_pages=((2, 1),),
-        max_num_tokens=4,
-        max_batch_size=2,
-        enable_chunked_context=True,
-        chunk_unit_size=1,
-        executor="overlap",
-    )
-
-    def request(prompt: int, outputs: int) -> Action:
-        return Action(
-            "submit",
-            lora_task_id=2,
-            lora_weights=True,
-            prompt_len=prompt,
-            max_new_tokens=outputs,
-            lora_path=True,
-        )
-
-    actions = (request(4, 2), request(1, 1), request(1, 2))
+    config = _overlap_world(adapter=2, device_pages=4, tokens=4, batch=2)
+    actions = (_request(2, 4, 2), _request(2, 1, 1), _request(2, 1, 2))
     mutant = load("mutant:evicts_inflight")
     assert shrink.first_invariant(config, actions, mutant) == "in_flight_pin"
     shrunk = _minimize(config, actions, mutant, "in_flight_pin")
