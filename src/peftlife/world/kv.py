@@ -95,6 +95,9 @@ class KVCacheManager:
         self._fail_grows = 0
         # The residency of the request the current call is about, as the call began.
         self._before = Residency.NONE
+        # Each view this pool has shown, by what it shows: a snapshot views every live
+        # request's cache, most of them unchanged since the last, and a view is frozen.
+        self._views: dict[tuple[bool, int, int, int], CacheView] = {}
 
     # ---- queries ----
 
@@ -151,12 +154,16 @@ class KVCacheManager:
         cache = self._caches.get(request_id)
         if cache is None:
             return NO_CACHE
-        return CacheView(
-            residency=self.residency(request_id),
-            capacity=cache.capacity,
-            device_pages=cache.device_pages,
-            host_pages=cache.host_pages,
-        )
+        key = (cache.active, cache.capacity, cache.device_pages, cache.host_pages)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = CacheView(
+                residency=Residency.ACTIVE if cache.active else Residency.SUSPENDED,
+                capacity=cache.capacity,
+                device_pages=cache.device_pages,
+                host_pages=cache.host_pages,
+            )
+        return view
 
     def pool_view(self) -> PoolView:
         return PoolView(
@@ -197,9 +204,19 @@ class KVCacheManager:
         cache = self._caches.get(req.request_id)
         if cache is None:
             self._caches[req.request_id] = _Cache()
-            return self._record("prepare_context", req, True, Facts(created=True))
+            return self._record(
+                "prepare_context",
+                req,
+                True,
+                Facts(before=self._before, after=self.residency(req.request_id), created=True),
+            )
         fault = self._resume(cache)
-        return self._record("prepare_context", req, fault is None, Facts(fault=fault))
+        return self._record(
+            "prepare_context",
+            req,
+            fault is None,
+            Facts(before=self._before, after=self.residency(req.request_id), fault=fault),
+        )
 
     def resize_context(self, req: Request, num_tokens: int) -> bool:
         """Grow the cache to cover the next ``num_tokens`` context tokens.
@@ -233,7 +250,12 @@ class KVCacheManager:
                 self._resize(cache, pre_cap)
                 if pre_cap > 0:
                     self._suspend(cache)
-        return self._record("revert_allocate_context", req, kept, Facts(capacity=pre_cap))
+        return self._record(
+            "revert_allocate_context",
+            req,
+            kept,
+            Facts(before=self._before, after=self.residency(req.request_id), capacity=pre_cap),
+        )
 
     def probe_context_reuse(self, req: Request) -> int:
         """Tokens of the prompt found in the reuse tree: none, prefix reuse is not modelled."""
@@ -252,9 +274,19 @@ class KVCacheManager:
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None:
-            return self._record("try_allocate_generation", req, False, Facts())
+            return self._record(
+                "try_allocate_generation",
+                req,
+                False,
+                Facts(before=self._before, after=self.residency(req.request_id)),
+            )
         fault = self._resume(cache) or self._resize(cache, cache.capacity + 1)
-        return self._record("try_allocate_generation", req, fault is None, Facts(fault=fault))
+        return self._record(
+            "try_allocate_generation",
+            req,
+            fault is None,
+            Facts(before=self._before, after=self.residency(req.request_id), fault=fault),
+        )
 
     def revert_allocate_generation(self, req: Request) -> None:
         """Undo the last one-token grow; the cache stays ACTIVE."""
@@ -262,14 +294,24 @@ class KVCacheManager:
         cache = self._caches.get(req.request_id)
         if cache is not None and cache.active and cache.capacity > 0:
             self._resize(cache, cache.capacity - 1)
-        self._record("revert_allocate_generation", req, None, Facts())
+        self._record(
+            "revert_allocate_generation",
+            req,
+            None,
+            Facts(before=self._before, after=self.residency(req.request_id)),
+        )
 
     def suspend_request(self, req: Request) -> None:
         """ACTIVE to SUSPENDED; pages move down only if the whole cache fits there."""
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         moved = cache is not None and cache.active and self._suspend(cache)
-        self._record("suspend_request", req, None, Facts(moved_to_host=moved))
+        self._record(
+            "suspend_request",
+            req,
+            None,
+            Facts(before=self._before, after=self.residency(req.request_id), moved_to_host=moved),
+        )
 
     def free_resources(self, req: Request) -> None:
         """Any state to NONE, pages freed on every tier."""
@@ -297,6 +339,8 @@ class KVCacheManager:
             req,
             None,
             Facts(
+                before=self._before,
+                after=self.residency(req.request_id),
                 had_cache=cache is not None,
                 was_active=cache is not None and cache.active,
                 started=req.is_started,
@@ -307,7 +351,14 @@ class KVCacheManager:
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None or not cache.active:
-            return self._record(method, req, False, Facts(num_tokens=num_tokens))
+            return self._record(
+                method,
+                req,
+                False,
+                Facts(
+                    before=self._before, after=self.residency(req.request_id), num_tokens=num_tokens
+                ),
+            )
         before = cache.capacity
         capacity = max(before, req.context_current_position + num_tokens)
         fault = self._resize(cache, capacity)
@@ -318,7 +369,13 @@ class KVCacheManager:
                 self._pre_resize_cap.pop(req.request_id, None)
         elif req.is_first_context_chunk:
             self._suspend(cache)
-        facts = Facts(num_tokens=num_tokens, capacity=capacity, fault=fault)
+        facts = Facts(
+            before=self._before,
+            after=self.residency(req.request_id),
+            num_tokens=num_tokens,
+            capacity=capacity,
+            fault=fault,
+        )
         return self._record(method, req, fault is None, facts)
 
     def _suspend(self, cache: _Cache) -> bool:
@@ -359,7 +416,7 @@ class KVCacheManager:
         return None
 
     def _record(self, method: KvMethod, req: Request, result: bool | None, facts: Facts) -> bool:
-        # Residency before and after the call: invariant 4 reads a resume from them.
-        facts = attrs.evolve(facts, before=self._before, after=self.residency(req.request_id))
+        # Every call's facts hold the request's residency before and after it (invariant 4
+        # reads a resume from them), built with the rest at the call: a record made once.
         self.ledger.record(self.name, method, req.request_id, result=result, facts=facts)
         return bool(result)

@@ -136,6 +136,10 @@ class Call:
         )
 
 
+# The records of a call that sets none: frozen, so every such call can share one.
+_NO_ARGS, _NO_FACTS = Args(), Facts()
+
+
 @attrs.define
 class CallLedger:
     """The calls of the current iteration, in order: appended as they are made, cleared
@@ -168,8 +172,8 @@ class CallLedger:
                 component=component,
                 method=method,
                 request_id=request_id,
-                args=Args() if args is None else args,
+                args=_NO_ARGS if args is None else args,
                 result=result,
-                facts=Facts() if facts is None else facts,
+                facts=_NO_FACTS if facts is None else facts,
             )
         )
