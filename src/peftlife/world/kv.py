@@ -98,6 +98,11 @@ class KVCacheManager:
         # Each view this pool has shown, by what it shows: a snapshot views every live
         # request's cache, most of them unchanged since the last, and a view is frozen.
         self._views: dict[tuple[bool, int, int, int], CacheView] = {}
+        # How many calls this pool recorded: every upstream method records itself, after
+        # whatever it changed, so the holders shown at one count hold until the next.
+        self.changes = 0
+        self._holders_at = -1
+        self._holders: tuple[tuple[int, int, int], ...] = ()
 
     # ---- queries ----
 
@@ -166,15 +171,19 @@ class KVCacheManager:
         return view
 
     def pool_view(self) -> PoolView:
+        if self._holders_at != self.changes:
+            self._holders = tuple(
+                (rid, c.device_pages, c.host_pages) for rid, c in sorted(self._caches.items())
+            )
+            self._holders_at = self.changes
+        # The free counters are read as they are: a scheduler can write those.
         return PoolView(
             name=self.name,
             device_capacity=self.device_capacity,
             device_free=self.num_free_device_pages,
             host_capacity=self.host_capacity,
             host_free=self.num_free_host_pages,
-            holders=tuple(
-                (rid, c.device_pages, c.host_pages) for rid, c in sorted(self._caches.items())
-            ),
+            holders=self._holders,
         )
 
     # ---- the nemesis ----
@@ -418,5 +427,6 @@ class KVCacheManager:
     def _record(self, method: KvMethod, req: Request, result: bool | None, facts: Facts) -> bool:
         # Every call's facts hold the request's residency before and after it (invariant 4
         # reads a resume from them), built with the rest at the call: a record made once.
+        self.changes += 1
         self.ledger.record(self.name, method, req.request_id, result=result, facts=facts)
         return bool(result)

@@ -58,6 +58,11 @@ class LoraCache:
         self._entries: dict[int, _Entry] = {}
         self._done_counter = 0
         self.evictions: list[int] = []
+        # How many times an entry changed (claimed, marked done, evicted): what was
+        # shown of the entries at one count holds until the next.
+        self.changes = 0
+        self._shown_at = -1
+        self._shown: tuple[tuple[tuple[int, CacheEntryView], ...], tuple[int, ...]] = ((), ())
         # The two views an entry of some size can have, shared: a snapshot views them all.
         self._views: dict[tuple[int, bool], CacheEntryView] = {}
 
@@ -72,9 +77,9 @@ class LoraCache:
         e = self._entries.get(task_id)
         return None if e is None else self._view(e)
 
-    def entries(self) -> Iterable[tuple[int, CacheEntryView]]:
-        for task_id, e in sorted(self._entries.items()):
-            yield task_id, self._view(e)
+    def entries(self) -> tuple[tuple[int, CacheEntryView], ...]:
+        """Every entry by task id."""
+        return self._entries_and_order()[0]
 
     def task_ids(self) -> Iterable[int]:
         """The adapters with an entry, in no order."""
@@ -89,15 +94,25 @@ class LoraCache:
 
     def eviction_order(self) -> tuple[int, ...]:
         """The done entries, the next to be evicted first."""
-        return tuple(
-            t for _, t in sorted((e.done_seq, t) for t, e in self._entries.items() if not e.in_use)
-        )
+        return self._entries_and_order()[1]
+
+    def _entries_and_order(
+        self,
+    ) -> tuple[tuple[tuple[int, CacheEntryView], ...], tuple[int, ...]]:
+        # Made again only after a change: a snapshot shows both after every iteration.
+        if self._shown_at != self.changes:
+            entries = tuple((t, self._view(e)) for t, e in sorted(self._entries.items()))
+            done = sorted((e.done_seq, t) for t, e in self._entries.items() if not e.in_use)
+            self._shown = entries, tuple(t for _, t in done)
+            self._shown_at = self.changes
+        return self._shown
 
     def claim(self, task_id: int, pages: int) -> None:
         """Put ``task_id`` in the cache (evicting done entries if needed) and mark it in use.
 
         Entries evicted before a failure stay evicted, as upstream.
         """
+        self.changes += 1
         entry = self._entries.get(task_id)
         if entry is not None:
             entry.in_use = True
@@ -120,6 +135,7 @@ class LoraCache:
         entry = self._entries.get(task_id)
         if entry is None or not entry.in_use:
             return False
+        self.changes += 1
         entry.in_use = False
         self._done_counter += 1
         entry.done_seq = self._done_counter
@@ -155,6 +171,9 @@ class PeftCacheManager:
         self._active: dict[int, set[int]] = {}
         self._paused: dict[int, set[int]] = {}
         self.ever_registered: set[int] = set()
+        # How many times an ownership set changed (with the two caches' own counts,
+        # what a view of the adapters depends on).
+        self._ownership_changes = 0
 
     # ---- queries ----
 
@@ -173,6 +192,12 @@ class PeftCacheManager:
     def paused_requests(self, task_id: int) -> frozenset[int]:
         return frozenset(self._paused.get(task_id, ()))
 
+    @property
+    def changes(self) -> tuple[int, int, int]:
+        """Counts of the changes to ownership and to the two caches: the adapters'
+        views made at one value hold as long as it stays."""
+        return self._ownership_changes, self.device_cache.changes, self.host_cache.changes
+
     def task_ids(self) -> list[int]:
         """Every adapter with an owner or a cache entry, sorted."""
         known = self._active.keys() | self._paused.keys()
@@ -187,6 +212,7 @@ class PeftCacheManager:
 
         Returns whether the device and the host copy were released (marked done).
         """
+        self._ownership_changes += 1
         active = self._active.setdefault(task_id, set())
         paused = self._paused.setdefault(task_id, set())
         released = (False, False)
