@@ -513,9 +513,9 @@ class Engine:
         if peft is None:
             return (), ()
         device, host = peft.device_cache, peft.host_cache
-        # The free counts are public, so they are read as they are, not trusted to change
-        # only with the caches' own counts.
-        changes = (*peft.changes, device.num_free_pages, host.num_free_pages)
+        # The caches' sizes are public, so they are read as they are, not trusted to change
+        # only with the counts of changes.
+        changes = (*peft.changes, *(c.shown_sizes for c in (device, host)))
         if self._adapters_at != changes:
             adapters = tuple(
                 AdapterView(

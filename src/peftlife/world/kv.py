@@ -99,10 +99,10 @@ class KVCacheManager:
         # request's cache, most of them unchanged since the last, and a view is frozen.
         self._views: dict[tuple[bool, int, int, int], CacheView] = {}
         # How many calls this pool recorded: every upstream method records itself, after
-        # whatever it changed, so the holders shown at one count hold until the next.
+        # whatever it changed, so its caches shown at one count hold until the next.
         self.changes = 0
-        self._holders_at = -1
-        self._holders: tuple[tuple[int, int, int], ...] = ()
+        self._pool_view_at: tuple[object, ...] | None = None
+        self._pool_view = PoolView(self.name, 0, 0, 0, 0, ())
 
     # ---- queries ----
 
@@ -171,20 +171,29 @@ class KVCacheManager:
         return view
 
     def pool_view(self) -> PoolView:
-        if self._holders_at != self.changes:
-            self._holders = tuple(
-                (rid, c.device_pages, c.host_pages) for rid, c in sorted(self._caches.items())
-            )
-            self._holders_at = self.changes
-        # The free counters are read as they are: a scheduler can write those.
-        return PoolView(
-            name=self.name,
-            device_capacity=self.device_capacity,
-            device_free=self.num_free_device_pages,
-            host_capacity=self.host_capacity,
-            host_free=self.num_free_host_pages,
-            holders=self._holders,
+        # Made again only when a call was recorded or a public field moved: those are read
+        # as they are, since a scheduler can write them.
+        shown = (
+            self.changes,
+            self.name,
+            self.device_capacity,
+            self.num_free_device_pages,
+            self.host_capacity,
+            self.num_free_host_pages,
         )
+        if self._pool_view_at != shown:
+            self._pool_view = PoolView(
+                name=self.name,
+                device_capacity=self.device_capacity,
+                device_free=self.num_free_device_pages,
+                host_capacity=self.host_capacity,
+                host_free=self.num_free_host_pages,
+                holders=tuple(
+                    (rid, c.device_pages, c.host_pages) for rid, c in sorted(self._caches.items())
+                ),
+            )
+            self._pool_view_at = shown
+        return self._pool_view
 
     # ---- the nemesis ----
 

@@ -81,6 +81,11 @@ class LoraCache:
         """Every entry by task id."""
         return self._entries_and_order()[0]
 
+    @property
+    def shown_sizes(self) -> tuple[str, int, int]:
+        """What a view shows of the cache beside its entries, all public."""
+        return self.name, self.capacity, self.num_free_pages
+
     def task_ids(self) -> Iterable[int]:
         """The adapters with an entry, in no order."""
         return self._entries.keys()
