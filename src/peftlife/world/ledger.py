@@ -58,7 +58,9 @@ class Args:
     tasks: tuple[int, ...] | None = None  # ensure_batch: the batch's adapters, in order
 
 
-@attrs.frozen
+# Backed by a dict, not slots: a frozen record with slots sets each field through
+# ``object.__setattr__``, and one of these is built for every manager call.
+@attrs.frozen(slots=False)
 class Facts:
     """What a manager saw when it was called, which a later snapshot can no longer see.
 
