@@ -133,6 +133,8 @@ class Engine:
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
         self._declaration: StateDeclaration | None = None
+        # The last snapshot's view of each live request, with what it showed.
+        self._request_views: dict[int, tuple[tuple[object, ...], RequestView]] = {}
         # The adapters' views, and the PEFT manager's changes when they were made.
         self._adapters_at: tuple[int, ...] | None = None
         self._adapters: tuple[tuple[AdapterView, ...], tuple[LoraCacheView, ...]] = ((), ())
@@ -543,26 +545,53 @@ class Engine:
         target = self.kv_cache_manager
         ever_registered = () if peft is None else peft.ever_registered
         pending = self._recompute_pending
-        requests = tuple(
-            RequestView(
-                request_id=(rid := r.request_id),
-                lora_task_id=r.lora_task_id,
-                state=r.state,
-                position=r.context_current_position,
-                context_len=r.context_len,
-                num_generated=r.num_generated,
-                max_new_tokens=r.max_new_tokens,
-                started=r.is_started,
-                ever_registered=rid in ever_registered,
-                recompute_pending=rid in pending,
-                target=target.view(rid),
-                draft=None if draft is None else draft.view(rid),
-                prompt_len=r.prompt_len,
-                lora_weights=r.lora_weights,
-                lora_path=r.lora_path,
+        last, shown = self._request_views, {}
+        for r in self._requests.values():
+            rid = r.request_id
+            registered, recompute = rid in ever_registered, rid in pending
+            kv, draft_kv = target.view(rid), None if draft is None else draft.view(rid)
+            # Everything the view shows: a request the iteration left alone keeps its view.
+            seen = (
+                r.lora_task_id,
+                r.state,
+                r.context_current_position,
+                r.num_folded,
+                r.num_generated,
+                r.max_new_tokens,
+                r.prompt_len,
+                r.lora_weights,
+                r.lora_path,
+                registered,
+                recompute,
+                kv,
+                draft_kv,
             )
-            for r in self._requests.values()
-        )
+            before = last.get(rid)
+            if before is not None and before[0] == seen:
+                shown[rid] = before
+                continue
+            shown[rid] = (
+                seen,
+                RequestView(
+                    request_id=rid,
+                    lora_task_id=r.lora_task_id,
+                    state=r.state,
+                    position=r.context_current_position,
+                    context_len=r.context_len,
+                    num_generated=r.num_generated,
+                    max_new_tokens=r.max_new_tokens,
+                    started=r.is_started,
+                    ever_registered=registered,
+                    recompute_pending=recompute,
+                    target=kv,
+                    draft=draft_kv,
+                    prompt_len=r.prompt_len,
+                    lora_weights=r.lora_weights,
+                    lora_path=r.lora_path,
+                ),
+            )
+        self._request_views = shown
+        requests = tuple(view for _, view in shown.values())
         adapters, lora_caches = self._adapter_views()
         return Snapshot(
             iteration=self.iteration,
