@@ -139,7 +139,9 @@ class KVCacheManager:
         return Residency.ACTIVE if cache.active else Residency.SUSPENDED
 
     def is_request_active(self, request_id: int) -> bool:
-        return self.residency(request_id) is Residency.ACTIVE
+        # ``residency(request_id) is ACTIVE``, unfolded: schedulers ask it of every request.
+        cache = self._caches.get(request_id)
+        return cache is not None and cache.active
 
     def has_cache(self, request_id: int) -> bool:
         return request_id in self._caches
