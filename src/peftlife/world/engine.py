@@ -136,7 +136,7 @@ class Engine:
         # The last snapshot's view of each live request, with what it showed.
         self._request_views: dict[int, tuple[tuple[object, ...], RequestView]] = {}
         # The adapters' views, and the PEFT manager's changes when they were made.
-        self._adapters_at: tuple[int, ...] | None = None
+        self._adapters_at: tuple[object, ...] | None = None
         self._adapters: tuple[tuple[AdapterView, ...], tuple[LoraCacheView, ...]] = ((), ())
         # One periodic alarm for the engine's life, not one per call (spec 8b: a hang is a finding).
         if schedule_deadline is not None and WATCHDOG.arm(schedule_deadline):
