@@ -40,6 +40,9 @@ class CacheView:
 
 
 NO_CACHE = CacheView()
+# A pool keeps at most this many views for reuse: a long run of growing caches would
+# otherwise keep one for every capacity it ever reached.
+_MAX_VIEWS = 4096
 
 
 @attrs.frozen
@@ -164,6 +167,8 @@ class KVCacheManager:
         key = (cache.active, cache.capacity, cache.device_pages, cache.host_pages)
         view = self._views.get(key)
         if view is None:
+            if len(self._views) >= _MAX_VIEWS:
+                self._views.clear()
             view = self._views[key] = CacheView(
                 residency=Residency.ACTIVE if cache.active else Residency.SUSPENDED,
                 capacity=cache.capacity,
