@@ -289,7 +289,10 @@ def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
         if call.frees_started_request:
             pending.add(rid)
         if call.component != "peft":
-            tracks.setdefault(rid, _KvTrack()).follow(call)
+            track = tracks.get(rid)
+            if track is None:
+                track = tracks[rid] = _KvTrack()
+            track.follow(call)
         elif call.method == "add_request_peft" and call.args.task_id is not None:
             problem = _registration_problem(
                 call, tracks.get(rid, _KvTrack()), len(s.pools), rid in pending, rid in registered
