@@ -211,28 +211,40 @@ def _shrink_timeout(config: pytest.Config) -> float | None:
         raise ValueError(f"--peftlife-shrink-timeout {err}") from err
 
 
-def _shrink_heartbeat(config: pytest.Config) -> Callable[[shrink.ShrinkProgress], None]:
+def _shrink_heartbeat(
+    config: pytest.Config, clock: Callable[[], float] = time.monotonic
+) -> Callable[[shrink.ShrinkProgress], None]:
     """A line on pytest's terminal every ``SHRINK_HEARTBEAT`` seconds while a finding shrinks.
 
     Written past pytest's capture, as its live logs are; silent where there is no
     terminal reporter (an xdist worker, say). The reporter is looked up as a line
     is due: it is registered after this plugin is configured.
+
+    A shrink is timed from the first step this heartbeat hears of it. Steps reach
+    it as the search's supervisor polls its child, so the first one heard may count
+    many replays already; a new shrink is the first step heard, or one whose replay
+    count went down (each shrink counts its own from one).
     """
-    began, beat = [0.0], [events.Throttle(SHRINK_HEARTBEAT)]
+    began: float | None = None
+    last_replays = 0
+    beat = events.Throttle(SHRINK_HEARTBEAT, clock)
 
     def line(step: events.Event) -> None:
+        nonlocal began, last_replays, beat
         assert isinstance(step, events.ShrinkStep)
-        if step.replays <= 1:  # a new shrink: its first line one period from now
-            began[0] = time.monotonic()
-            beat[0] = events.Throttle(SHRINK_HEARTBEAT)
-            beat[0].restart()
+        if began is None or step.replays < last_replays:
+            # A new shrink: its first line one period from now.
+            began = clock()
+            beat = events.Throttle(SHRINK_HEARTBEAT, clock)
+            beat.restart()
+        last_replays = step.replays
         reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or not beat[0].due():
+        if reporter is None or not beat.due():
             return
         capture = config.pluginmanager.get_plugin("capturemanager")
         paused = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
         with paused:
-            reporter.write_line(f"peftlife: {step.describe()}, {time.monotonic() - began[0]:.0f} s")
+            reporter.write_line(f"peftlife: {step.describe()}, {clock() - began:.0f} s")
 
     return events.shrinking(line)
 
@@ -335,12 +347,15 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """Hypothesis's statistics (``--hypothesis-show-statistics``) for a lifecycle
     machine's case, with peftlife's own: Hypothesis collects them only for its
     ``@given`` tests, and a machine's case is a unittest case."""
+    # Each test's shrinks are timed by a heartbeat of its own: one test's last shrink
+    # never makes the next test's first look older than it is.
+    options = attrs.evolve(session.current(), shrink_progress=_shrink_heartbeat(item.config))
     if getattr(getattr(item, "cls", None), "lifecycle_machine", None) is None:
-        return (yield)
+        with session.using(options):
+            return (yield)
     collector, describe_statistics = compat.statistics()
 
     lines: list[str] = []
-    options = session.current()
     # Hypothesis tells its statistics where the search runs: in the outside
     # watchdog's child (``peftlife.world.supervisor``), whose memory dies with it.
     # A file both processes share (``relay``, opened below) carries them back.
