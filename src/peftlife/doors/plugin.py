@@ -419,8 +419,8 @@ def pytest_runtest_makereport(
             story += f"\nnote: {note}"
     if failure.seed is not None:
         properties.append(("peftlife_seed", str(failure.seed)))
-        story += f"\nrerun with: pytest {item.nodeid} --hypothesis-seed={failure.seed}"
     directory = _report_dir(item.config)
+    paths: dict[str, Path] = {}
     try:
         paths = reports.write(case, outcome, directory)
     except OSError as err:
@@ -431,12 +431,31 @@ def pytest_runtest_makereport(
     else:
         properties.append(("peftlife_report", str(paths["json"])))
         story += "\nreports: " + ", ".join(str(p) for p in paths.values())
+    if rerun := _rerun(item, failure, paths):
+        properties.append(("peftlife_rerun", rerun))
+        story += f"\nrerun with: {rerun}"
     # The story is the failure message; the traceback through Hypothesis says nothing more.
     rep.longrepr = story
     for prop in properties:
         item.user_properties.append(prop)
         rep.user_properties.append(prop)
     return rep
+
+
+def _rerun(item: pytest.Item, failure: LifecycleFailure, paths: dict[str, Path]) -> str:
+    """The command that finds ``failure`` again, or "" for a derandomized search.
+
+    A finding met replaying the example database came from no seed: the kept
+    regression test written beside its report replays it (Hypothesis leaves the
+    database out under ``--hypothesis-seed``, so the seed's command would search afresh).
+    """
+    if failure.replayed:
+        if "test" in paths:
+            return f"pytest {paths['test']}  (met replaying the example database, not by a seed)"
+        return (
+            f"pytest {item.nodeid}  (met replaying the example database: run it in this directory)"
+        )
+    return "" if failure.seed is None else f"pytest {item.nodeid} --hypothesis-seed={failure.seed}"
 
 
 # Tests whose shrink Ctrl-C stopped: once each is reported, the run stops as Ctrl-C does.

@@ -80,6 +80,43 @@ def settings(
     return profiles.for_search(profiles.get(profile), max_examples=max_examples, database=saved)
 
 
+def seeded(
+    searching: hypothesis.settings, seed: int | None, url: str | None
+) -> hypothesis.settings:
+    """The settings of a search run with ``--seed``: one search, wherever it runs.
+
+    The profile's example database (Hypothesis's ``.hypothesis/`` in the working
+    directory) is then written but not replayed, as pytest's ``--hypothesis-seed``
+    leaves it out: what an earlier run saved there would be met first, and the
+    printed command would tell a different finding in each directory. A database
+    named with ``--database`` is the user's to replay: its examples come first.
+    """
+    if seed is None or url is not None:
+        return searching
+    generating = [p for p in searching.phases if p != hypothesis.Phase.reuse]
+    return hypothesis.settings(searching, phases=generating)
+
+
+def rerun_words(seed: int | None, command: str, replayed: bool, report: str | None) -> str:
+    """The line that says how to run a finding's search again, or "" when derandomized.
+
+    A finding met replaying the example database came from no seed: the report replays it.
+
+    >>> rerun_words(7, "peftlife check --seed 7", False, None)
+    'seed 7: rerun with peftlife check --seed 7'
+    >>> rerun_words(7, "peftlife check --seed 7", True, "r/x.json").split(": ")[1]
+    'peftlife replay r/x.json runs it again'
+    """
+    if replayed:
+        again = (
+            f"peftlife replay {report} runs it again"
+            if report
+            else "run it again by the same database"
+        )
+        return f"met replaying the example database, not generated from seed {seed}: {again}"
+    return f"seed {seed}: rerun with {command}" if seed is not None else ""
+
+
 def budget(settings: hypothesis.settings, every: bool) -> int:
     """The examples a search may run: the profile's for each scenario it searches."""
     return settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
@@ -100,11 +137,16 @@ def validate(sut_spec: str, scenario: str | None = None) -> sut.Resolved:
     return resolved
 
 
-def note_sut_world(sut_spec: str, names: list[str], console: Console) -> None:
+def note_sut_world(
+    sut_spec: str, names: list[str], console: Console, *, both: bool = False
+) -> None:
     """Say, before searching, where the SUT's world is not its scenarios' (a catalogue
-    mutant carries the world its defect lives in) or where it cannot be caught."""
+    mutant carries the world its defect lives in) or where it cannot be caught.
+
+    ``both``: ``diff``'s two schedulers run in that world alike, and the note says so.
+    """
     if note := scenarios.sut_note(sut_spec, names):
-        console.print(f"note: {note}", soft_wrap=True)
+        console.print(f"note: {note}{' (for A and B alike)' if both else ''}", soft_wrap=True)
 
 
 def writable(directory: str, option: str) -> None:

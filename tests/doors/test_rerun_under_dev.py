@@ -1,0 +1,133 @@
+"""Every door that searches randomly prints the command that finds the same case again.
+
+As a user runs peftlife: no ``CI``, so the random ``dev`` profile, in a fresh
+directory or in one whose ``.hypothesis/`` example database already holds an
+earlier run's finding. The printed command, run in a fresh directory and in the
+populated one, finds the same case (the same invariant, the same shrunk trace):
+a command with a seed leaves the database out, as pytest's ``--hypothesis-seed``
+does. A finding met replaying the database came from no seed, and says so: the
+command it prints replays its report instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from peftlife.doors import cli
+
+MUTANT = "mutant:no_release_on_suspend"
+SCENARIO = "default"
+MACHINE = (
+    "from peftlife import lifecycle_machine\n"
+    f'TestBug = lifecycle_machine("{MUTANT}", "{SCENARIO}").TestCase\n'
+)
+
+
+def run(folder: Path, line: str) -> tuple[int, str]:
+    """A command line as a user types it in ``folder``: outside CI and pytest, wide."""
+    folder.mkdir(exist_ok=True)
+    (folder / "test_bug.py").write_text(MACHINE, "utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CI"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["COLUMNS"] = "300"
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def found(folder: Path) -> set[tuple[str, str]]:
+    """The cases written in ``folder``'s report directories: (the report's kind, its trace)."""
+    cases = set()
+    for path in folder.glob("*/*.json"):
+        if path.name != "summary.json":
+            data = json.loads(path.read_text("utf-8"))
+            trace = json.dumps([data["config"], data["actions"]], sort_keys=True)
+            cases.add((data.get("kind", "finding"), trace))
+    return cases
+
+
+def clear_reports(folder: Path) -> None:
+    for path in [*folder.glob("peftlife-reports/*"), *folder.glob("r/*")]:
+        path.unlink()
+
+
+# Each door: its command line as a user first types it, and the pattern of the
+# line that says how to run it again.
+DOORS = {
+    "check": (f"peftlife check --sut {MUTANT}", r"rerun with (peftlife check .*--seed \d+)"),
+    "check --scenario all": (
+        f"peftlife check --sut {MUTANT} --scenario all",
+        r"rerun with (peftlife check .*--seed \d+)",
+    ),
+    "diff": (f"peftlife diff reference {MUTANT}", r"rerun with (peftlife diff .*--seed \d+)"),
+    "pytest": (
+        "pytest -q -p no:cacheprovider test_bug.py",
+        r"rerun with: (pytest \S+ --hypothesis-seed=\d+)",
+    ),
+}
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_the_printed_command_finds_the_same_case_in_a_fresh_and_a_populated_directory(
+    tmp_path: Path, door: str
+) -> None:
+    line, rerun_pattern = DOORS[door]
+    code, text = run(tmp_path / "first", line)
+    assert code == cli.EXIT_FOUND, text
+    assert "derandomized" not in text
+    rerun = re.search(rerun_pattern, text)
+    assert rerun is not None, text
+    case = found(tmp_path / "first")
+    assert len(case) == 1, case
+    # A fresh directory.
+    code, again = run(tmp_path / "fresh", rerun.group(1))
+    assert code == cli.EXIT_FOUND, again
+    assert found(tmp_path / "fresh") == case
+    # A directory whose database holds other findings of the same search, saved by
+    # random runs there (each with its own seed).
+    populated = tmp_path / "populated"
+    for _ in range(3):
+        run(populated, line)
+    assert list(populated.glob(".hypothesis/examples/*")), "nothing saved"
+    clear_reports(populated)
+    code, again = run(populated, rerun.group(1))
+    assert code == cli.EXIT_FOUND, again
+    assert found(populated) == case
+
+
+REPLAYED = r"met replaying the example database|(pytest \S+test_peftlife_\S+\.py)"
+
+
+@pytest.mark.parametrize("door", ["check", "pytest"])
+def test_a_finding_met_in_the_database_says_so_and_how_to_meet_it_again(
+    tmp_path: Path, door: str
+) -> None:
+    line, _ = DOORS[door]
+    run(tmp_path, line)  # saves its finding in the directory's database
+    clear_reports(tmp_path)
+    code, text = run(tmp_path, line)
+    assert code == cli.EXIT_FOUND, text
+    assert "met replaying the example database" in text, text
+    case = found(tmp_path)
+    if door == "check":
+        command = re.search(r"(peftlife replay \S+) runs it again", text)
+    else:
+        command = re.search(r"rerun with: (pytest \S+)", text)
+    assert command is not None, text
+    code, again = run(tmp_path, command.group(1))
+    assert code == cli.EXIT_FOUND, again
+    story = again[again.index("peftlife counterexample") :]
+    invariant = story.splitlines()[0].split(": ")[1]
+    assert invariant in text and len(case) == 1
+    # The same steps: the replay's story tells the report's actions.
+    first_action = json.loads(next(iter(case))[1])[1][0]
+    assert shlex.quote(first_action["kind"]) in story
