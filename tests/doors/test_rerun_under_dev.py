@@ -131,3 +131,17 @@ def test_a_finding_met_in_the_database_says_so_and_how_to_meet_it_again(
     # The same steps: the replay's story tells the report's actions.
     first_action = json.loads(next(iter(case))[1])[1][0]
     assert shlex.quote(first_action["kind"]) in story
+
+
+def test_the_pytest_doors_junit_carries_the_seed_and_the_rerun_it_prints(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    code, text = run(tmp_path, f"{DOORS['pytest'][0]} --junitxml=junit.xml")
+    assert code == cli.EXIT_FOUND, text
+    rerun = re.search(DOORS["pytest"][1], text)
+    assert rerun is not None, text
+    case = ET.parse(tmp_path / "junit.xml").getroot().find(".//testcase")
+    assert case is not None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["peftlife_rerun"] == rerun.group(1)
+    assert rerun.group(1).endswith(f"--hypothesis-seed={props['peftlife_seed']}")

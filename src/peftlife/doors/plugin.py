@@ -22,9 +22,10 @@ the leading dashes and with underscores):
   (default 30; 0 for no cap). While a finding shrinks for longer than a few
   seconds, a line on the terminal says how far it got.
 
-A failing machine test also gets the violated invariant, the report path and
-the seed as properties in the JUnit XML (``--junitxml``), and its story ends
-with the command that reruns it (``--hypothesis-seed=N``). Hypothesis's own
+A failing machine test also gets the violated invariant, the report path, the
+seed and the command that reruns it as properties in the JUnit XML
+(``--junitxml``), and its story ends with that command (``--hypothesis-seed=N``;
+for a finding met replaying the example database, its kept regression test). Hypothesis's own
 ``--hypothesis-seed``, ``--hypothesis-profile``, ``--hypothesis-verbosity``
 and ``--hypothesis-show-statistics`` apply to machines as to any Hypothesis test.
 Ctrl-C while a finding shrinks reports it shrunk so far (reports written), then
@@ -361,6 +362,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     # A file both processes share (``relay``, opened below) carries them back.
 
     def hypothesis_stats(stats: Any) -> None:
+        if not _ran_examples(stats):
+            return  # a replay of an empty example database: nothing to tell
         named: Any = {**stats, "nodeid": item.nodeid}
         relay.write(describe_statistics(named) + "\0")
         relay.flush()
@@ -385,6 +388,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if lines:
             item.hypothesis_statistics = "\n".join(lines)  # type: ignore[attr-defined]
+
+
+def _ran_examples(stats: Any) -> bool:
+    """Whether a Hypothesis run's statistics count any example, in any phase."""
+    phases = [v for k, v in stats.items() if k.endswith("-phase") and isinstance(v, dict)]
+    return any(phase.get("test-cases") for phase in phases)
 
 
 @pytest.hookimpl(wrapper=True)

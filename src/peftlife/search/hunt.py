@@ -38,6 +38,7 @@ from peftlife.search.machine import (
     unreached,
 )
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
+from peftlife.world.words import count
 
 
 @cache
@@ -486,11 +487,11 @@ def describe(result: SearchResult) -> str:
       - peftlife: 3 examples, 9 executor iterations, held
         - witnesses reached: 0 of 12 (never: victim eviction, ...)
     """
-    found = (
-        f"first failure after {result.examples_to_find} examples ({result.found.verdict})"
-        if result.found is not None
-        else "held"
-    )
+    found = "held"
+    if result.found is not None:
+        where = ", replaying the example database" if result.found.replayed else ""
+        found = f"first failure after {count(result.examples_to_find, 'example')}{where}"
+        found += f" ({result.found.verdict})"
     reached = sum(1 for label in COVERAGE_LABELS if result.coverage.get(label))
     missed = f" (never: {', '.join(result.unreached)})" if result.unreached else ""
     lines = [
