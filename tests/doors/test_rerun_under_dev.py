@@ -145,3 +145,47 @@ def test_the_pytest_doors_junit_carries_the_seed_and_the_rerun_it_prints(tmp_pat
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["peftlife_rerun"] == rerun.group(1)
     assert rerun.group(1).endswith(f"--hypothesis-seed={props['peftlife_seed']}")
+
+
+# The mutant gate, cut to two mutants and two scenarios so that it runs in seconds.
+SMALL_GATE = """
+import sys
+from peftlife.doors import cli
+from peftlife.search import gate, scenarios
+from peftlife.sut.mutants import BY_NAME
+
+gate.CATALOGUE = (BY_NAME["no_release_on_suspend"], BY_NAME["draft_not_suspended"])
+scenarios.shipped_names = lambda: ["default", "draft-pool"]
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def gate_rows(folder: Path) -> list[tuple[object, ...]]:
+    data = json.loads((folder / "gate.json").read_text("utf-8"))
+    keep = ("mutant", "caught", "scenario", "invariant", "examples", "shrunk_steps")
+    return [tuple(row[k] for k in keep) for row in data["rows"]]
+
+
+def test_a_random_mutant_gate_prints_its_seed_and_its_rerun_gives_the_same_table(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "gate.py").write_text(SMALL_GATE, "utf-8")
+    gate_line = f"python {tmp_path / 'gate.py'} mutants --jobs 1 --json gate.json"
+    code, text = run(tmp_path / "first", gate_line)
+    assert code == 0, text
+    rerun = re.search(
+        r"seed (\d+): rerun with peftlife mutants --profile peftlife-dev --seed \1", text
+    )
+    assert rerun is not None, text
+    table = gate_rows(tmp_path / "first")
+    again = f"{gate_line} --profile peftlife-dev --seed {rerun.group(1)}"
+    code, text = run(tmp_path / "fresh", again)
+    assert code == 0, text
+    assert gate_rows(tmp_path / "fresh") == table
+    populated = tmp_path / "populated"
+    for _ in range(2):
+        run(populated, gate_line)
+    assert list(populated.glob(".hypothesis/examples/*")), "nothing saved"
+    code, text = run(populated, again)
+    assert code == 0, text
+    assert gate_rows(populated) == table

@@ -246,13 +246,13 @@ _PROFILE_HELP = (
 
 # The common options each command takes: the others would mean nothing to it (explore
 # and replay run no random search, replay writes no report, mutants names no SUT of
-# yours and searches derandomized). The top-level --help prints this table.
+# yours). The top-level --help prints this table.
 COMMON_OPTIONS: dict[str, tuple[str, ...]] = {
     "check": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
     "fuzz": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
     "explore": ("quiet", "verbose", "report_dir"),
     "replay": ("quiet", "verbose"),
-    "mutants": ("quiet", "profile"),
+    "mutants": ("quiet", "profile", "seed"),
     "diff": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
     "bisect": ("quiet", "verbose", "profile", "seed", "report_dir"),
 }

@@ -160,9 +160,13 @@ def for_check(summary: RunSummary, story: str, details: str) -> CiOutputs:
     return CiOutputs(summary.command, step_summary.run(summary, details), cases, summary)
 
 
-def for_gate(table: gate.Gate, profile: str) -> CiOutputs:
-    """The mutant gate's outputs: its table, and one JUnit case per row."""
-    return CiOutputs("mutants", step_summary.gate_table(table, profile), junit.gate_cases(table))
+def for_gate(table: gate.Gate, profile: str, rerun: str | None = None) -> CiOutputs:
+    """The mutant gate's outputs: its table (with the command that reruns a random
+    gate), and one JUnit case per row."""
+    markdown = step_summary.gate_table(table, profile)
+    if rerun is not None:
+        markdown += f"\n- rerun with `{rerun}`\n"
+    return CiOutputs("mutants", markdown, junit.gate_cases(table))
 
 
 def for_campaign(summary: CampaignSummary) -> CiOutputs:
