@@ -98,3 +98,14 @@ def test_the_bisect_example_runs_as_written(tmp_path: Path) -> None:
         if line and line.strip() != "..." and not re.search(pattern(line), outputs[1])
     ]
     assert shown and not missing, (missing, outputs[1])
+
+
+def test_the_readmes_diff_and_explore_lines_find_what_the_readme_says(tmp_path: Path) -> None:
+    """The first ``diff`` line compares the reference with a mutant (a divergence: exit 1),
+    and ``explore`` reports "a shortest counterexample" for a mutant (exit 1)."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    (diff_line,) = commands(readme, "peftlife diff reference mutant:")[:1]
+    (explore_line,) = commands(readme, "peftlife explore")
+    for line in (diff_line, explore_line):
+        (out,) = run_lines([f"{line}  # exit 1"], tmp_path)
+        assert "peftlife divergence at" in out or "peftlife counterexample" in out, out
