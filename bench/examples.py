@@ -95,6 +95,11 @@ def bisect_setup(folder: Path) -> None:
     bisect_repo.build(folder / "sched-repo")
 
 
+def flat(text: str) -> str:
+    """Text with its line breaks and runs of spaces as single spaces: a long line wraps."""
+    return " ".join(text.split())
+
+
 def skeleton_warning() -> str:
     """The warning docs/skeleton.md says ``check`` prints after the skeleton held."""
     text = (ROOT / "docs" / "skeleton.md").read_text("utf-8")
@@ -156,7 +161,7 @@ def examples() -> list[Example]:
             "docs/skeleton.md: Try it",
             block_lines("docs/skeleton.md", "peftlife check --sut docs.examples.skeleton"),
             nothing,
-            prints={0: lambda out: out.startswith("held: ") and skeleton_warning() in out},
+            prints={0: lambda out: out.startswith("held: ") and skeleton_warning() in flat(out)},
         ),
     ]
 
@@ -208,6 +213,9 @@ def run_example(example: Example, tallies: list[Tally], env: dict[str, str]) -> 
                 tally.as_written += 1
             else:
                 tally.misses[miss] = tally.misses.get(miss, 0) + 1
+                # What it printed, for finding out why (the table only counts).
+                told = (done.stdout + done.stderr)[-3000:]
+                print(f"--- {example.name}: {line}: {miss}\n{told}", file=sys.stderr)
 
 
 def table(tallies: list[Tally], runs: int, seconds: float) -> str:

@@ -333,9 +333,8 @@ def _hunt(
         if settings.database is not None and Phase.reuse in settings.phases:
             saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
             for name in names:
-                if run(name, saved_only, None).found is not None:
-                    found = attrs.evolve(done.found, replayed=True)
-                    return attrs.evolve(done, found=found)
+                if (saved := run(name, saved_only, None).found) is not None:
+                    return attrs.evolve(done, found=attrs.evolve(saved, replayed=True))
         # Replayed once above: a slice generates from its own seed alone (``_search``).
         generating = [p for p in settings.phases if p != Phase.reuse]
         for turn in itertools.count():
