@@ -107,7 +107,7 @@ def test_the_printed_command_finds_the_same_case_in_a_fresh_and_a_populated_dire
 REPLAYED = r"met replaying the example database|(pytest \S+test_peftlife_\S+\.py)"
 
 
-@pytest.mark.parametrize("door", ["check", "pytest"])
+@pytest.mark.parametrize("door", ["check", "pytest", "diff"])
 def test_a_finding_met_in_the_database_says_so_and_how_to_meet_it_again(
     tmp_path: Path, door: str
 ) -> None:
@@ -118,8 +118,20 @@ def test_a_finding_met_in_the_database_says_so_and_how_to_meet_it_again(
     assert code == cli.EXIT_FOUND, text
     assert "met replaying the example database" in text, text
     case = found(tmp_path)
+    assert len(case) == 1
+    if door == "diff":
+        # No report replays a divergence: the same diff in the same directory meets it.
+        command = re.search(r"seed \d+: (peftlife diff .*) \(in this directory\) meets", text)
+        assert command is not None and "--seed" not in command.group(1), text
+        clear_reports(tmp_path)
+        code, again = run(tmp_path, command.group(1))
+        assert code == cli.EXIT_FOUND, again
+        assert found(tmp_path) == case
+        return
     if door == "check":
-        command = re.search(r"(peftlife replay \S+) runs it again", text)
+        command = re.search(r"(peftlife replay \S+) meets it again", text)
+        summary = json.loads((tmp_path / "peftlife-reports" / "summary.json").read_text("utf-8"))
+        assert command is not None and summary["rerun"] == command.group(1), (summary, text)
     else:
         command = re.search(r"rerun with: (pytest \S+)", text)
     assert command is not None, text
@@ -127,7 +139,7 @@ def test_a_finding_met_in_the_database_says_so_and_how_to_meet_it_again(
     assert code == cli.EXIT_FOUND, again
     story = again[again.index("peftlife counterexample") :]
     invariant = story.splitlines()[0].split(": ")[1]
-    assert invariant in text and len(case) == 1
+    assert invariant in text
     # The same steps: the replay's story tells the report's actions.
     first_action = json.loads(next(iter(case))[1])[1][0]
     assert shlex.quote(first_action["kind"]) in story

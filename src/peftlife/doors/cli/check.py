@@ -189,7 +189,8 @@ def _report_finding(
         f"{written(paths)}"
     )
     report = str(paths["json"]) if paths else None
-    if again := rerun_words(args.seed, rerun_command(args), result.failure.replayed, report):
+    replayed = f"peftlife replay {report}" if result.failure.replayed and report else None
+    if again := rerun_words(args.seed, rerun_command(args), replayed):
         console.print(again, soft_wrap=True)
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")

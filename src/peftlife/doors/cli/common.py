@@ -97,23 +97,23 @@ def seeded(
     return hypothesis.settings(searching, phases=generating)
 
 
-def rerun_words(seed: int | None, command: str, replayed: bool, report: str | None) -> str:
+def rerun_words(seed: int | None, command: str, replayed: str | None = None) -> str:
     """The line that says how to run a finding's search again, or "" when derandomized.
 
-    A finding met replaying the example database came from no seed: the report replays it.
+    ``replayed``: the command that meets again a finding met replaying the example
+    database, which came from no seed (its report's replay, or the same search in
+    the same directory).
 
-    >>> rerun_words(7, "peftlife check --seed 7", False, None)
+    >>> rerun_words(7, "peftlife check --seed 7")
     'seed 7: rerun with peftlife check --seed 7'
-    >>> rerun_words(7, "peftlife check --seed 7", True, "r/x.json").split(": ")[1]
-    'peftlife replay r/x.json runs it again'
+    >>> rerun_words(7, "peftlife check --seed 7", "peftlife replay r/x.json").split(": ")[1]
+    'peftlife replay r/x.json meets it again'
     """
-    if replayed:
-        again = (
-            f"peftlife replay {report} runs it again"
-            if report
-            else "run it again by the same database"
+    if replayed is not None:
+        return (
+            f"met replaying the example database, not generated from seed {seed}: "
+            f"{replayed} meets it again"
         )
-        return f"met replaying the example database, not generated from seed {seed}: {again}"
     return f"seed {seed}: rerun with {command}" if seed is not None else ""
 
 

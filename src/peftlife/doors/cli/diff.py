@@ -162,8 +162,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"divergence found after {count(result.examples_to_find, 'example')}, "
         f"{trace_length(case)}{written(paths)}"
     )
-    replayed = found.divergence is not None and found.divergence.replayed
-    if again := rerun_words(args.seed, replay.command, replayed, None):
+    if found.divergence is not None and found.divergence.replayed:
+        # No seed finds it: the same diff in this directory, whose database holds it, does.
+        unseeded = argparse.Namespace(**{**vars(args), "seed": None})
+        same_here = f"{rerun_command(unseeded)} (in this directory)"
+        replay = Replay(args.seed, same_here)
+        summary = attrs.evolve(summary, replay=replay)
+        console.print(rerun_words(args.seed, "", same_here), soft_wrap=True)
+    elif again := rerun_words(args.seed, replay.command):
         console.print(again, soft_wrap=True)
     if outcome.divergence is None:
         console.print(
