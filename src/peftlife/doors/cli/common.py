@@ -287,7 +287,9 @@ def _common_specs() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
                 "metavar": "N",
                 "type": int,
                 "default": None,
-                "help": "a fixed seed (default: the profile's randomness)",
+                "help": "a fixed seed, the same search in any directory: the profile's "
+                "example database is written, not replayed (default: the profile's "
+                "randomness)",
             },
         ),
         "report_dir": (
