@@ -183,6 +183,7 @@ def test_a_random_mutant_gate_prints_its_seed_and_its_rerun_gives_the_same_table
 ) -> None:
     (tmp_path / "gate.py").write_text(SMALL_GATE, "utf-8")
     gate_line = f"python {tmp_path / 'gate.py'} mutants --jobs 1 --json gate.json"
+    gate_line += " --junit-xml junit.xml"
     code, text = run(tmp_path / "first", gate_line)
     assert code == 0, text
     rerun = re.search(
@@ -190,6 +191,14 @@ def test_a_random_mutant_gate_prints_its_seed_and_its_rerun_gives_the_same_table
     )
     assert rerun is not None, text
     table = gate_rows(tmp_path / "first")
+    # Every JUnit case of the gate carries its seed and the command that reruns it.
+    import xml.etree.ElementTree as ET
+
+    junit = ET.parse(tmp_path / "first" / "junit.xml").getroot()
+    for case in junit.iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props["peftlife_seed"] == rerun.group(1), props
+        assert props["peftlife_rerun"].endswith(f"--seed {rerun.group(1)}"), props
     again = f"{gate_line} --profile peftlife-dev --seed {rerun.group(1)}"
     code, text = run(tmp_path / "fresh", again)
     assert code == 0, text

@@ -31,6 +31,7 @@ from peftlife.doors.cli.common import (
     writable,
 )
 from peftlife.doors.outputs.progress import progress
+from peftlife.doors.outputs.records import Replay
 from peftlife.doors.outputs.story import note_unchecked
 from peftlife.search import gate, profiles
 from peftlife.sut.mutants import CATALOGUE
@@ -85,8 +86,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "the table above is the whole result",
                 file=sys.stderr,
             )
-    rerun = None if seed is None else rerun_command(args.profile, seed)
-    outputs.write(outputs.for_gate(table, args.profile, rerun), targets(args))
+    replay = None if seed is None else Replay(seed, rerun_command(args.profile, seed))
+    outputs.write(outputs.for_gate(table, args.profile, replay), targets(args))
     return EXIT_HELD if table.ok else EXIT_FOUND
 
 
