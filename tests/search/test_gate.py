@@ -1,8 +1,9 @@
 """The mutation gate: every known defect is caught by search alone.
 
 Each mutant is hunted through the shipped scenarios (the overlap ones for a mutant whose
-trigger needs the overlap executor; each in the world its defect lives in), taking turns in slices, under the ``ci``
-profile, with no hand-written steps and no scenario made for it; a mutant that
+trigger needs the overlap executor; each in the world its defect lives in), taking
+turns in slices, under the ``ci`` profile, with no hand-written steps and no
+scenario made for it; a mutant that
 escapes, or that is caught on an invariant its catalogue entry does not
 accept, fails the suite. The verdict is the gate's own (``GateRow.passed``),
 the rule ``peftlife mutants`` applies.
