@@ -95,14 +95,13 @@ def _ids(rid: int | None) -> tuple[int, ...]:
 def owned(view: RequestView, adapters: dict[int, AdapterView]) -> str:
     """Which of the adapter's sets hold the request: active, paused, both or none."""
     adapter = adapters.get(view.lora_task_id) if view.lora_task_id is not None else None
-    in_active = adapter is not None and view.request_id in adapter.active
-    in_paused = adapter is not None and view.request_id in adapter.paused
-    return {
-        (True, True): "both",
-        (True, False): "active",
-        (False, True): "paused",
-        (False, False): "none",
-    }[(in_active, in_paused)]
+    if adapter is None:
+        return "none"
+    in_active = view.request_id in adapter.active
+    in_paused = view.request_id in adapter.paused
+    if in_active:
+        return "both" if in_paused else "active"
+    return "paused" if in_paused else "none"
 
 
 # What a recompute-pending request may own after upstream's executor tore it down:
@@ -290,7 +289,10 @@ def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
         if call.frees_started_request:
             pending.add(rid)
         if call.component != "peft":
-            tracks.setdefault(rid, _KvTrack()).follow(call)
+            track = tracks.get(rid)
+            if track is None:
+                track = tracks[rid] = _KvTrack()
+            track.follow(call)
         elif call.method == "add_request_peft" and call.args.task_id is not None:
             problem = _registration_problem(
                 call, tracks.get(rid, _KvTrack()), len(s.pools), rid in pending, rid in registered
@@ -336,7 +338,6 @@ def host_pin_follows_ownership(s: Snapshot) -> Iterator[Violation]:
 
 def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
     for view in s.step.after_prepare if s.step else ():
-        subject = Subject((view.request_id,), lead="scheduled")
         if view.lora_task_id is not None and s.lora_caches and not view.owned_active:
             yield Violation(
                 "scheduled_owned_and_resident",
@@ -351,7 +352,7 @@ def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
             if cache.residency is not Residency.ACTIVE:
                 yield Violation(
                     "scheduled_owned_and_resident",
-                    subject,
+                    Subject((view.request_id,), lead="scheduled"),
                     f"{pool} KV active",
                     f"{pool} KV {cache.residency.value}",
                     s.iteration,
@@ -359,7 +360,7 @@ def scheduled_owned_and_resident(s: Snapshot) -> Iterator[Violation]:
             elif cache.capacity < view.tokens_needed:
                 yield Violation(
                     "scheduled_owned_and_resident",
-                    subject,
+                    Subject((view.request_id,), lead="scheduled"),
                     f"{pool} KV capacity of at least {view.tokens_needed} tokens",
                     f"capacity {cache.capacity}",
                     s.iteration,
@@ -415,9 +416,18 @@ def draft_mirrors_target(s: Snapshot) -> Iterator[Violation]:
 def pages_conserved(s: Snapshot) -> Iterator[Violation]:
     live = s.live_ids
     for pool in s.pools:
+        # One pass over the holders: both tiers' sums, and any holder that is not live.
+        device_held = host_held = 0
+        dead = []
+        for holder in pool.holders:
+            rid, device, host = holder
+            device_held += device
+            host_held += host
+            if rid not in live:
+                dead.append(holder)
         for tier, free, capacity, held in (
-            ("device", pool.device_free, pool.device_capacity, sum(h[1] for h in pool.holders)),
-            ("host", pool.host_free, pool.host_capacity, sum(h[2] for h in pool.holders)),
+            ("device", pool.device_free, pool.device_capacity, device_held),
+            ("host", pool.host_free, pool.host_capacity, host_held),
         ):
             if free + held != capacity or free < 0:
                 yield Violation(
@@ -427,15 +437,14 @@ def pages_conserved(s: Snapshot) -> Iterator[Violation]:
                     f"{free} free + {held} held",
                     s.iteration,
                 )
-        for rid, device, host in pool.holders:
-            if rid not in live:
-                yield Violation(
-                    "pages_conserved",
-                    Subject(lead=f"{pool.name} pool"),
-                    "no cache for a request that is not live",
-                    f"request {rid} holds {device} device and {host} host pages",
-                    s.iteration,
-                )
+        for rid, device, host in dead:
+            yield Violation(
+                "pages_conserved",
+                Subject(lead=f"{pool.name} pool"),
+                "no cache for a request that is not live",
+                f"request {rid} holds {device} device and {host} host pages",
+                s.iteration,
+            )
     for cache in s.lora_caches:
         held = sum(e.pages for _, e in cache.entries)
         if cache.free + held != cache.capacity:

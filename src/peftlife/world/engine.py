@@ -28,7 +28,7 @@ from peftlife.world.loops import OverlapState
 from peftlife.world.output import Lists, read_lists, record_output
 from peftlife.world.peft import LoraCacheFullException, PeftCacheManager, PeftTaskNotCachedException
 from peftlife.world.protocol import Environment, Scheduler, SchedulerFactory
-from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, Request
+from peftlife.world.request import SCHEDULER_WRITABLE_FIELDS, LlmRequestState, Request
 from peftlife.world.snapshot import (
     AdapterView,
     FieldWrite,
@@ -98,6 +98,12 @@ class Engine:
                 name="draft",
             )
         )
+        # Every pool, target first: fixed for the engine's life.
+        self._pools = (
+            (self.kv_cache_manager,)
+            if self.draft_kv_cache_manager is None
+            else (self.kv_cache_manager, self.draft_kv_cache_manager)
+        )
         self.peft_cache_manager = (
             PeftCacheManager(
                 device_pages=config.lora_device_pages,
@@ -127,6 +133,11 @@ class Engine:
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
         self._declaration: StateDeclaration | None = None
+        # The last snapshot's view of each live request, with what it showed.
+        self._request_views: dict[int, tuple[tuple[object, ...], RequestView]] = {}
+        # The adapters' views, and the PEFT manager's changes when they were made.
+        self._adapters_at: tuple[object, ...] | None = None
+        self._adapters: tuple[tuple[AdapterView, ...], tuple[LoraCacheView, ...]] = ((), ())
         # One periodic alarm for the engine's life, not one per call (spec 8b: a hang is a finding).
         if schedule_deadline is not None and WATCHDOG.arm(schedule_deadline):
             weakref.finalize(self, WATCHDOG.disarm)
@@ -145,9 +156,7 @@ class Engine:
 
     @property
     def pools(self) -> tuple[KVCacheManager, ...]:
-        if self.draft_kv_cache_manager is None:
-            return (self.kv_cache_manager,)
-        return (self.kv_cache_manager, self.draft_kv_cache_manager)
+        return self._pools
 
     def submit(
         self,
@@ -294,9 +303,13 @@ class Engine:
     ) -> tuple[Lists | None, OutputRecord | None]:
         """The scheduler's lists for this pass, and the record of what it answered."""
         self._as("scheduler")
+        target, draft = self.kv_cache_manager, self.draft_kv_cache_manager
         before = {
-            r.request_id: (r.is_started, any(p.has_cache(r.request_id) for p in self.pools))
-            for r in self._requests.values()
+            rid: (
+                r.is_started,
+                target.has_cache(rid) or (draft is not None and draft.has_cache(rid)),
+            )
+            for rid, r in self._requests.items()
         }
         lists, error = self._schedule(inflight=inflight)
         if error is not None:
@@ -324,11 +337,9 @@ class Engine:
         """
         if self.scheduler is None:
             return None, self._factory_error
-        active = [
-            r
-            for r in self._requests.values()
-            if r.is_schedulable or r.is_generation_to_complete_state
-        ]
+        # Schedulable or retiring: CONTEXT_INIT up to GENERATION_TO_COMPLETE.
+        first, last = LlmRequestState.CONTEXT_INIT, LlmRequestState.GENERATION_TO_COMPLETE
+        active = [r for r in self._requests.values() if first <= r.state <= last]
         before = [_guarded(r) for r in active]
         scheduler = self.scheduler
         told = set() if inflight is None else set(inflight)
@@ -497,49 +508,91 @@ class Engine:
                 )
         return self._declaration
 
-    def snapshot(self) -> Snapshot:
-        """The world now, with the last iteration's step record."""
+    def _adapter_views(self) -> tuple[tuple[AdapterView, ...], tuple[LoraCacheView, ...]]:
+        """The adapters and the LoRA caches as a snapshot shows them, made again only
+        when the PEFT manager changed: most iterations change neither."""
         peft = self.peft_cache_manager
-        draft = self.draft_kv_cache_manager
-        requests = tuple(
-            RequestView(
-                request_id=r.request_id,
-                lora_task_id=r.lora_task_id,
-                state=r.state,
-                position=r.context_current_position,
-                context_len=r.context_len,
-                num_generated=r.num_generated,
-                max_new_tokens=r.max_new_tokens,
-                started=r.is_started,
-                ever_registered=peft is not None and r.request_id in peft.ever_registered,
-                recompute_pending=r.request_id in self._recompute_pending,
-                target=self.kv_cache_manager.view(r.request_id),
-                draft=None if draft is None else draft.view(r.request_id),
-                prompt_len=r.prompt_len,
-                lora_weights=r.lora_weights,
-                lora_path=r.lora_path,
-            )
-            for r in self._requests.values()
-        )
-        adapters: tuple[AdapterView, ...] = ()
-        lora_caches: tuple[LoraCacheView, ...] = ()
-        if peft is not None:
+        if peft is None:
+            return (), ()
+        device, host = peft.device_cache, peft.host_cache
+        # The caches' sizes are public, so they are read as they are, not trusted to change
+        # only with the counts of changes.
+        changes = (*peft.changes, *(c.shown_sizes for c in (device, host)))
+        if self._adapters_at != changes:
             adapters = tuple(
                 AdapterView(
                     task_id=t,
                     active=peft.active_requests(t),
                     paused=peft.paused_requests(t),
-                    device=peft.device_cache.entry(t),
-                    host=peft.host_cache.entry(t),
+                    device=device.entry(t),
+                    host=host.entry(t),
                 )
                 for t in peft.task_ids()
             )
-            lora_caches = tuple(
-                LoraCacheView(
-                    c.name, c.capacity, c.num_free_pages, tuple(c.entries()), c.eviction_order()
-                )
-                for c in (peft.device_cache, peft.host_cache)
+            caches = tuple(
+                LoraCacheView(c.name, c.capacity, c.num_free_pages, c.entries(), c.eviction_order())
+                for c in (device, host)
             )
+            self._adapters, self._adapters_at = (adapters, caches), changes
+        return self._adapters
+
+    def snapshot(self) -> Snapshot:
+        """The world now, with the last iteration's step record."""
+        peft = self.peft_cache_manager
+        draft = self.draft_kv_cache_manager
+        # What every request's view reads, held in locals: a snapshot is built after
+        # every iteration and views every live request.
+        target = self.kv_cache_manager
+        ever_registered = () if peft is None else peft.ever_registered
+        pending = self._recompute_pending
+        last, shown = self._request_views, {}
+        for r in self._requests.values():
+            rid = r.request_id
+            registered, recompute = rid in ever_registered, rid in pending
+            kv, draft_kv = target.view(rid), None if draft is None else draft.view(rid)
+            # Everything the view shows: a request the iteration left alone keeps its view.
+            seen = (
+                r.lora_task_id,
+                r.state,
+                r.context_current_position,
+                r.num_folded,
+                r.num_generated,
+                r.max_new_tokens,
+                r.prompt_len,
+                r.lora_weights,
+                r.lora_path,
+                registered,
+                recompute,
+                kv,
+                draft_kv,
+            )
+            before = last.get(rid)
+            if before is not None and before[0] == seen:
+                shown[rid] = before
+                continue
+            shown[rid] = (
+                seen,
+                RequestView(
+                    request_id=rid,
+                    lora_task_id=r.lora_task_id,
+                    state=r.state,
+                    position=r.context_current_position,
+                    context_len=r.context_len,
+                    num_generated=r.num_generated,
+                    max_new_tokens=r.max_new_tokens,
+                    started=r.is_started,
+                    ever_registered=registered,
+                    recompute_pending=recompute,
+                    target=kv,
+                    draft=draft_kv,
+                    prompt_len=r.prompt_len,
+                    lora_weights=r.lora_weights,
+                    lora_path=r.lora_path,
+                ),
+            )
+        self._request_views = shown
+        requests = tuple(view for _, view in shown.values())
+        adapters, lora_caches = self._adapter_views()
         return Snapshot(
             iteration=self.iteration,
             requests=requests,

@@ -40,6 +40,9 @@ class CacheView:
 
 
 NO_CACHE = CacheView()
+# A pool keeps at most this many views for reuse: a long run of growing caches would
+# otherwise keep one for every capacity it ever reached.
+_MAX_VIEWS = 4096
 
 
 @attrs.frozen
@@ -95,6 +98,14 @@ class KVCacheManager:
         self._fail_grows = 0
         # The residency of the request the current call is about, as the call began.
         self._before = Residency.NONE
+        # Each view this pool has shown, by what it shows: a snapshot views every live
+        # request's cache, most of them unchanged since the last, and a view is frozen.
+        self._views: dict[tuple[bool, int, int, int], CacheView] = {}
+        # How many calls this pool recorded: every upstream method records itself, after
+        # whatever it changed, so its caches shown at one count hold until the next.
+        self.changes = 0
+        self._pool_view_at: tuple[object, ...] | None = None
+        self._pool_view = PoolView(self.name, 0, 0, 0, 0, ())
 
     # ---- queries ----
 
@@ -131,7 +142,9 @@ class KVCacheManager:
         return Residency.ACTIVE if cache.active else Residency.SUSPENDED
 
     def is_request_active(self, request_id: int) -> bool:
-        return self.residency(request_id) is Residency.ACTIVE
+        # ``residency(request_id) is ACTIVE``, unfolded: schedulers ask it of every request.
+        cache = self._caches.get(request_id)
+        return cache is not None and cache.active
 
     def has_cache(self, request_id: int) -> bool:
         return request_id in self._caches
@@ -151,24 +164,43 @@ class KVCacheManager:
         cache = self._caches.get(request_id)
         if cache is None:
             return NO_CACHE
-        return CacheView(
-            residency=self.residency(request_id),
-            capacity=cache.capacity,
-            device_pages=cache.device_pages,
-            host_pages=cache.host_pages,
-        )
+        key = (cache.active, cache.capacity, cache.device_pages, cache.host_pages)
+        view = self._views.get(key)
+        if view is None:
+            if len(self._views) >= _MAX_VIEWS:
+                self._views.clear()
+            view = self._views[key] = CacheView(
+                residency=Residency.ACTIVE if cache.active else Residency.SUSPENDED,
+                capacity=cache.capacity,
+                device_pages=cache.device_pages,
+                host_pages=cache.host_pages,
+            )
+        return view
 
     def pool_view(self) -> PoolView:
-        return PoolView(
-            name=self.name,
-            device_capacity=self.device_capacity,
-            device_free=self.num_free_device_pages,
-            host_capacity=self.host_capacity,
-            host_free=self.num_free_host_pages,
-            holders=tuple(
-                (rid, c.device_pages, c.host_pages) for rid, c in sorted(self._caches.items())
-            ),
+        # Made again only when a call was recorded or a public field moved: those are read
+        # as they are, since a scheduler can write them.
+        shown = (
+            self.changes,
+            self.name,
+            self.device_capacity,
+            self.num_free_device_pages,
+            self.host_capacity,
+            self.num_free_host_pages,
         )
+        if self._pool_view_at != shown:
+            self._pool_view = PoolView(
+                name=self.name,
+                device_capacity=self.device_capacity,
+                device_free=self.num_free_device_pages,
+                host_capacity=self.host_capacity,
+                host_free=self.num_free_host_pages,
+                holders=tuple(
+                    (rid, c.device_pages, c.host_pages) for rid, c in sorted(self._caches.items())
+                ),
+            )
+            self._pool_view_at = shown
+        return self._pool_view
 
     # ---- the nemesis ----
 
@@ -197,9 +229,19 @@ class KVCacheManager:
         cache = self._caches.get(req.request_id)
         if cache is None:
             self._caches[req.request_id] = _Cache()
-            return self._record("prepare_context", req, True, Facts(created=True))
+            return self._record(
+                "prepare_context",
+                req,
+                True,
+                Facts(before=self._before, after=self.residency(req.request_id), created=True),
+            )
         fault = self._resume(cache)
-        return self._record("prepare_context", req, fault is None, Facts(fault=fault))
+        return self._record(
+            "prepare_context",
+            req,
+            fault is None,
+            Facts(before=self._before, after=self.residency(req.request_id), fault=fault),
+        )
 
     def resize_context(self, req: Request, num_tokens: int) -> bool:
         """Grow the cache to cover the next ``num_tokens`` context tokens.
@@ -233,7 +275,12 @@ class KVCacheManager:
                 self._resize(cache, pre_cap)
                 if pre_cap > 0:
                     self._suspend(cache)
-        return self._record("revert_allocate_context", req, kept, Facts(capacity=pre_cap))
+        return self._record(
+            "revert_allocate_context",
+            req,
+            kept,
+            Facts(before=self._before, after=self.residency(req.request_id), capacity=pre_cap),
+        )
 
     def probe_context_reuse(self, req: Request) -> int:
         """Tokens of the prompt found in the reuse tree: none, prefix reuse is not modelled."""
@@ -252,9 +299,19 @@ class KVCacheManager:
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None:
-            return self._record("try_allocate_generation", req, False, Facts())
+            return self._record(
+                "try_allocate_generation",
+                req,
+                False,
+                Facts(before=self._before, after=self.residency(req.request_id)),
+            )
         fault = self._resume(cache) or self._resize(cache, cache.capacity + 1)
-        return self._record("try_allocate_generation", req, fault is None, Facts(fault=fault))
+        return self._record(
+            "try_allocate_generation",
+            req,
+            fault is None,
+            Facts(before=self._before, after=self.residency(req.request_id), fault=fault),
+        )
 
     def revert_allocate_generation(self, req: Request) -> None:
         """Undo the last one-token grow; the cache stays ACTIVE."""
@@ -262,14 +319,24 @@ class KVCacheManager:
         cache = self._caches.get(req.request_id)
         if cache is not None and cache.active and cache.capacity > 0:
             self._resize(cache, cache.capacity - 1)
-        self._record("revert_allocate_generation", req, None, Facts())
+        self._record(
+            "revert_allocate_generation",
+            req,
+            None,
+            Facts(before=self._before, after=self.residency(req.request_id)),
+        )
 
     def suspend_request(self, req: Request) -> None:
         """ACTIVE to SUSPENDED; pages move down only if the whole cache fits there."""
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         moved = cache is not None and cache.active and self._suspend(cache)
-        self._record("suspend_request", req, None, Facts(moved_to_host=moved))
+        self._record(
+            "suspend_request",
+            req,
+            None,
+            Facts(before=self._before, after=self.residency(req.request_id), moved_to_host=moved),
+        )
 
     def free_resources(self, req: Request) -> None:
         """Any state to NONE, pages freed on every tier."""
@@ -297,6 +364,8 @@ class KVCacheManager:
             req,
             None,
             Facts(
+                before=self._before,
+                after=self.residency(req.request_id),
                 had_cache=cache is not None,
                 was_active=cache is not None and cache.active,
                 started=req.is_started,
@@ -307,7 +376,14 @@ class KVCacheManager:
         self._before = self.residency(req.request_id)
         cache = self._caches.get(req.request_id)
         if cache is None or not cache.active:
-            return self._record(method, req, False, Facts(num_tokens=num_tokens))
+            return self._record(
+                method,
+                req,
+                False,
+                Facts(
+                    before=self._before, after=self.residency(req.request_id), num_tokens=num_tokens
+                ),
+            )
         before = cache.capacity
         capacity = max(before, req.context_current_position + num_tokens)
         fault = self._resize(cache, capacity)
@@ -318,7 +394,13 @@ class KVCacheManager:
                 self._pre_resize_cap.pop(req.request_id, None)
         elif req.is_first_context_chunk:
             self._suspend(cache)
-        facts = Facts(num_tokens=num_tokens, capacity=capacity, fault=fault)
+        facts = Facts(
+            before=self._before,
+            after=self.residency(req.request_id),
+            num_tokens=num_tokens,
+            capacity=capacity,
+            fault=fault,
+        )
         return self._record(method, req, fault is None, facts)
 
     def _suspend(self, cache: _Cache) -> bool:
@@ -359,7 +441,8 @@ class KVCacheManager:
         return None
 
     def _record(self, method: KvMethod, req: Request, result: bool | None, facts: Facts) -> bool:
-        # Residency before and after the call: invariant 4 reads a resume from them.
-        facts = attrs.evolve(facts, before=self._before, after=self.residency(req.request_id))
+        # Every call's facts hold the request's residency before and after it (invariant 4
+        # reads a resume from them), built with the rest at the call: a record made once.
+        self.changes += 1
         self.ledger.record(self.name, method, req.request_id, result=result, facts=facts)
         return bool(result)

@@ -58,7 +58,9 @@ class Args:
     tasks: tuple[int, ...] | None = None  # ensure_batch: the batch's adapters, in order
 
 
-@attrs.frozen
+# Backed by a dict, not slots: a frozen record with slots sets each field through
+# ``object.__setattr__``, and one of these is built for every manager call.
+@attrs.frozen(slots=False)
 class Facts:
     """What a manager saw when it was called, which a later snapshot can no longer see.
 
@@ -136,6 +138,10 @@ class Call:
         )
 
 
+# The records of a call that sets none: frozen, so every such call can share one.
+_NO_ARGS, _NO_FACTS = Args(), Facts()
+
+
 @attrs.define
 class CallLedger:
     """The calls of the current iteration, in order: appended as they are made, cleared
@@ -168,8 +174,8 @@ class CallLedger:
                 component=component,
                 method=method,
                 request_id=request_id,
-                args=Args() if args is None else args,
+                args=_NO_ARGS if args is None else args,
                 result=result,
-                facts=Facts() if facts is None else facts,
+                facts=_NO_FACTS if facts is None else facts,
             )
         )

@@ -160,10 +160,24 @@ def runnable(out: OutputRecord) -> bool:
     return not any(f.stops_batch for f in flaws(out))
 
 
-def flaws(out: OutputRecord) -> Iterator[Flaw]:
+# The last record judged and its flaws: the engine asks before it runs the batch, the
+# checker again for the same record right after the iteration. A record is frozen.
+_judged: tuple[OutputRecord | None, tuple[Flaw, ...]] = (None, ())
+
+
+def flaws(out: OutputRecord) -> tuple[Flaw, ...]:
     """Every rule the output breaks: the four lists are disjoint and hold live,
     schedulable requests in the right state; paused ones are started and not ACTIVE;
     recompute-paused ones hold no KV; the batch keeps its budgets."""
+    global _judged
+    judged, found = _judged
+    if judged is not out:
+        found = tuple(_flaws(out))
+        _judged = out, found
+    return found
+
+
+def _flaws(out: OutputRecord) -> Iterator[Flaw]:
     seen: dict[int, OutputList] = {}
     for v in out.listed:
         rid, where = v.request_id, v.output_list

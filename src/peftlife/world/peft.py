@@ -58,6 +58,13 @@ class LoraCache:
         self._entries: dict[int, _Entry] = {}
         self._done_counter = 0
         self.evictions: list[int] = []
+        # How many times an entry changed (claimed, marked done, evicted): what was
+        # shown of the entries at one count holds until the next.
+        self.changes = 0
+        self._shown_at = -1
+        self._shown: tuple[tuple[tuple[int, CacheEntryView], ...], tuple[int, ...]] = ((), ())
+        # The two views an entry of some size can have, shared: a snapshot views them all.
+        self._views: dict[tuple[int, bool], CacheEntryView] = {}
 
     def __contains__(self, task_id: int) -> bool:
         return task_id in self._entries
@@ -68,23 +75,49 @@ class LoraCache:
 
     def entry(self, task_id: int) -> CacheEntryView | None:
         e = self._entries.get(task_id)
-        return None if e is None else CacheEntryView(e.pages, e.in_use)
+        return None if e is None else self._view(e)
 
-    def entries(self) -> Iterable[tuple[int, CacheEntryView]]:
-        for task_id, e in sorted(self._entries.items()):
-            yield task_id, CacheEntryView(e.pages, e.in_use)
+    def entries(self) -> tuple[tuple[int, CacheEntryView], ...]:
+        """Every entry by task id."""
+        return self._entries_and_order()[0]
+
+    @property
+    def shown_sizes(self) -> tuple[str, int, int]:
+        """What a view shows of the cache beside its entries, all public."""
+        return self.name, self.capacity, self.num_free_pages
+
+    def task_ids(self) -> Iterable[int]:
+        """The adapters with an entry, in no order."""
+        return self._entries.keys()
+
+    def _view(self, e: _Entry) -> CacheEntryView:
+        key = (e.pages, e.in_use)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = CacheEntryView(e.pages, e.in_use)
+        return view
 
     def eviction_order(self) -> tuple[int, ...]:
         """The done entries, the next to be evicted first."""
-        return tuple(
-            t for _, t in sorted((e.done_seq, t) for t, e in self._entries.items() if not e.in_use)
-        )
+        return self._entries_and_order()[1]
+
+    def _entries_and_order(
+        self,
+    ) -> tuple[tuple[tuple[int, CacheEntryView], ...], tuple[int, ...]]:
+        # Made again only after a change: a snapshot shows both after every iteration.
+        if self._shown_at != self.changes:
+            entries = tuple((t, self._view(e)) for t, e in sorted(self._entries.items()))
+            done = sorted((e.done_seq, t) for t, e in self._entries.items() if not e.in_use)
+            self._shown = entries, tuple(t for _, t in done)
+            self._shown_at = self.changes
+        return self._shown
 
     def claim(self, task_id: int, pages: int) -> None:
         """Put ``task_id`` in the cache (evicting done entries if needed) and mark it in use.
 
         Entries evicted before a failure stay evicted, as upstream.
         """
+        self.changes += 1
         entry = self._entries.get(task_id)
         if entry is not None:
             entry.in_use = True
@@ -107,6 +140,7 @@ class LoraCache:
         entry = self._entries.get(task_id)
         if entry is None or not entry.in_use:
             return False
+        self.changes += 1
         entry.in_use = False
         self._done_counter += 1
         entry.done_seq = self._done_counter
@@ -142,6 +176,9 @@ class PeftCacheManager:
         self._active: dict[int, set[int]] = {}
         self._paused: dict[int, set[int]] = {}
         self.ever_registered: set[int] = set()
+        # How many times an ownership set changed (with the two caches' own counts,
+        # what a view of the adapters depends on).
+        self._ownership_changes = 0
 
     # ---- queries ----
 
@@ -160,12 +197,16 @@ class PeftCacheManager:
     def paused_requests(self, task_id: int) -> frozenset[int]:
         return frozenset(self._paused.get(task_id, ()))
 
+    @property
+    def changes(self) -> tuple[int, int, int]:
+        """Counts of the changes to ownership and to the two caches: the adapters'
+        views made at one value hold as long as it stays."""
+        return self._ownership_changes, self.device_cache.changes, self.host_cache.changes
+
     def task_ids(self) -> list[int]:
         """Every adapter with an owner or a cache entry, sorted."""
-        known = set(self._active) | set(self._paused)
-        known |= {t for t, _ in self.device_cache.entries()}
-        known |= {t for t, _ in self.host_cache.entries()}
-        return sorted(known)
+        known = self._active.keys() | self._paused.keys()
+        return sorted(known.union(self.device_cache.task_ids(), self.host_cache.task_ids()))
 
     # ---- the C++ ownership rule ----
 
@@ -176,6 +217,7 @@ class PeftCacheManager:
 
         Returns whether the device and the host copy were released (marked done).
         """
+        self._ownership_changes += 1
         active = self._active.setdefault(task_id, set())
         paused = self._paused.setdefault(task_id, set())
         released = (False, False)
@@ -213,23 +255,22 @@ class PeftCacheManager:
         if task_id is None:
             self._record("add_request_peft", req, "ok", Facts())
             return
-        already_active = req.request_id in self._active.get(task_id, ())
+        uncached = task_id not in self.host_cache and not req.lora_weights
         facts = Facts(
-            already_active=already_active,
+            already_active=req.request_id in self._active.get(task_id, ()),
             was_paused=req.request_id in self._paused.get(task_id, ()),
             registered_before=req.request_id in self.ever_registered,
             started=req.is_started,
-        )
-        if task_id not in self.host_cache and not req.lora_weights:
-            if not req.lora_path:
-                self._record("add_request_peft", req, "not_cached", facts)
-                raise PeftTaskNotCachedException(
-                    f"LoRA task {task_id} not found in cache; request {req.request_id} "
-                    "carries no weights and no LoRA path to load them from"
-                )
             # Upstream's PeftCacheManager.add_request_peft (resource_manager.py) loads
             # the weights from py_lora_path when the task is not cached.
-            facts = attrs.evolve(facts, reloaded=True)
+            reloaded=True if uncached and req.lora_path else None,
+        )
+        if uncached and not req.lora_path:
+            self._record("add_request_peft", req, "not_cached", facts)
+            raise PeftTaskNotCachedException(
+                f"LoRA task {task_id} not found in cache; request {req.request_id} "
+                "carries no weights and no LoRA path to load them from"
+            )
         self.update_task_state(task_id, req.request_id, terminate=False)
         try:
             self.host_cache.claim(task_id, self.adapter_pages[task_id])
@@ -257,7 +298,7 @@ class PeftCacheManager:
                 released_device=device,
                 released_host=host,
             )
-        self._record("mark_request_done", req, None, facts, Args(pause=pause))
+        self._record("mark_request_done", req, None, facts, pause)
 
     def ensure_batch(
         self, context_requests: Iterable[Request], generation_requests: Iterable[Request]
@@ -282,25 +323,23 @@ class PeftCacheManager:
 
     def _record_batch(self, result: str, task_ids: list[int], evicted_before: int) -> None:
         evicted = tuple(self.device_cache.evictions[evicted_before:])
-        facts, args = Facts(evicted=evicted), Args(tasks=tuple(task_ids))
-        self._record("ensure_batch", None, result, facts, args)
+        self.ledger.record(
+            "peft",
+            "ensure_batch",
+            None,
+            args=Args(tasks=tuple(task_ids)),
+            result=result,
+            facts=Facts(evicted=evicted),
+        )
 
     def _record(
         self,
         method: PeftMethod,
-        req: Request | None,
+        req: Request,
         result: object,
         facts: Facts,
-        args: Args | None = None,
+        pause: bool | None = None,
     ) -> None:
-        args = Args() if args is None else args
-        if req is not None:  # every call about a request names its adapter
-            args = attrs.evolve(args, task_id=req.lora_task_id)
-        self.ledger.record(
-            "peft",
-            method,
-            None if req is None else req.request_id,
-            args=args,
-            result=result,
-            facts=facts,
-        )
+        # Every call about a request names its adapter.
+        args = Args(task_id=req.lora_task_id, pause=pause)
+        self.ledger.record("peft", method, req.request_id, args=args, result=result, facts=facts)

@@ -120,9 +120,12 @@ class Request:
     @property
     def is_started(self) -> bool:
         """Upstream's ``_is_started_request``: only started requests own an adapter."""
+        # Unfolded from is_context_init_state, is_first_context_chunk and
+        # is_generation_in_progress_state: every snapshot asks it of every request.
+        state = self.state
         return (
-            self.is_context_init_state and not self.is_first_context_chunk
-        ) or self.is_generation_in_progress_state
+            state == LlmRequestState.CONTEXT_INIT and self.context_current_position != 0
+        ) or state == LlmRequestState.GENERATION_IN_PROGRESS
 
     @property
     def is_schedulable(self) -> bool:
