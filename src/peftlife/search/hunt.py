@@ -233,7 +233,8 @@ def hunt(
     """Search several scenarios (every shipped one by default) at once, until one fails.
 
     The scenarios take turns, most pressure first (``by_pressure``), ``FIRST_SLICE``
-    examples each in the first turn and ``SLICE`` after, every slice with its own
+    examples each in the first turn (``SLICE`` for a lone scenario) and ``SLICE``
+    after, every slice with its own
     seed derived from ``seed`` (0 under a derandomized profile), so a defect only
     one scenario reaches is found after a few rounds instead of after every
     scenario before it in the list has spent its whole budget. Each scenario
