@@ -159,6 +159,12 @@ def test_an_exploration_s_counterexample_is_a_junit_failure_with_its_report(
     text = Path("s.md").read_text("utf-8")
     assert text.startswith("### peftlife explore: FAILED")
     assert f"(`{finding['invariant']}`)" in text and "violated" in text
+    # Exhaustive, so neither a seed nor derandomized: every report says it had none.
+    pages = [*Path("r").glob("mutant_*.md"), *Path("r").glob("mutant_*.html")]
+    told = [failure.text or "", text, *(p.read_text("utf-8") for p in pages)]
+    assert len(told) == 4
+    for said in told:
+        assert "derandomized" not in said and "none (exhaustive" in said
 
 
 @pytest.mark.parametrize(

@@ -390,10 +390,18 @@ def test_a_campaign_leaves_summary_json_junit_and_a_step_summary_each_defect_a_f
         )  # fmt: skip
         assert props["peftlife_report"] == defect["report"]
         assert props["peftlife_found"] == str(defect["found"])
-        # Its shortest finding's slice, searched again by check under that slice's seed.
-        rerun = f"peftlife check --sut {MUTANT} --scenario default --profile ci --seed"
-        assert props["peftlife_rerun"] == defect["rerun"] == f"{rerun} {defect['seed']}"
+        # Its shortest finding's slice, searched again by check under that slice's seed
+        # and budget (the campaign's ten examples: its one slice).
+        rerun = f"peftlife check --sut {MUTANT} --scenario default --profile ci --max-examples 10"
+        assert props["peftlife_rerun"] == defect["rerun"] == f"{rerun} --seed {defect['seed']}"
         assert props["peftlife_seed"] == str(defect["seed"])
+        # ... and finds the same shortest case, in a directory of its own.
+        again = tmp_path / f"again-{defect['trace']}"
+        again.mkdir()
+        argv = defect["rerun"].split()[1:]
+        done = _peftlife(*argv, "-q", "--report-dir", "r", cwd=again)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert list(again.glob(f"r/*{defect['trace']}.json")), (defect, done.stdout)
         failure = case.find("failure")
         assert failure is not None
         assert (failure.text or "").startswith(f"peftlife counterexample: {defect['invariant']}")

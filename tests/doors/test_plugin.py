@@ -363,3 +363,42 @@ def test_fixtures_follow_the_options(pytester: pytest.Pytester) -> None:
     props = peftlife_properties(cases["test_option_sut_is_searched"])
     assert set(props) == {"peftlife_invariant", "peftlife_report"}
     assert props["peftlife_invariant"] in mutants.BY_NAME[MUTANT].acceptable
+
+
+class _Terminal:
+    """What the heartbeat needs of pytest's config: a terminal reporter that keeps its lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.pluginmanager = self
+
+    def get_plugin(self, name: str) -> object:
+        return self if name == "terminalreporter" else None
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_the_shrink_heartbeat_times_each_shrink_from_its_first_step_heard() -> None:
+    """Steps reach the heartbeat as the supervisor polls the search's child, so the first
+    one heard may count dozens of replays: the time is still the shrink's, not the clock's."""
+    from peftlife.doors import plugin
+    from peftlife.search import shrink
+
+    now = [9000.0]  # a machine up for hours: its monotonic clock is far from zero
+    terminal = _Terminal()
+    heartbeat = plugin._shrink_heartbeat(terminal, clock=lambda: now[0])  # type: ignore[arg-type]
+
+    def step(replays: int, at: float) -> None:
+        now[0] = at
+        heartbeat(shrink.ShrinkProgress(replays, 4))
+
+    step(58, 9000.0)  # the first step heard: a shrink begins, its line one period away
+    step(59, 9000.5)
+    assert terminal.lines == []
+    step(70, 9000.0 + plugin.SHRINK_HEARTBEAT + 1)
+    assert terminal.lines == ["peftlife: shrinking: 70 replays, best 4 actions, 6 s"]
+    # The next shrink counts from one again, whatever it is first heard at.
+    step(12, 9100.0)
+    step(30, 9100.0 + plugin.SHRINK_HEARTBEAT + 2)
+    assert terminal.lines[1:] == ["peftlife: shrinking: 30 replays, best 4 actions, 7 s"]

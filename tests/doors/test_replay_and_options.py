@@ -101,6 +101,45 @@ def test_hypothesis_options_apply_to_a_machine(tmp_path: Path) -> None:
     assert re.search(r"shrink: \d+ replays", statistics)
 
 
+def test_statistics_under_dev_tell_each_search_once_with_peftlifes_counts(tmp_path: Path) -> None:
+    """Random, in a directory whose database then holds the finding: the second run meets
+    it replaying the database, and its statistics say so."""
+    _machine_test(tmp_path)
+    for run in ("fresh", "database"):
+        done = _pytest(tmp_path, "--hypothesis-show-statistics")
+        text = done.stdout
+        assert "1 failed" in text, text + done.stderr
+        statistics = text[text.index("Hypothesis Statistics") : text.index("short test summary")]
+        # One block for the one search: the database's replay, when it ran nothing, is no
+        # search of its own.
+        assert statistics.count("test_bug.py::TestBug::runTest:") == 1, statistics
+        phase = "generate" if run == "fresh" else "reuse"
+        assert f"during {phase} phase" in statistics, statistics
+        counts = re.search(
+            r"peftlife: \d+ examples, \d+ executor iterations, first failure after \d+ examples?"
+            r"(, replaying the example database)? \(ownership_follows_residency\)",
+            statistics,
+        )
+        assert counts is not None, statistics
+        assert bool(counts.group(1)) == (run == "database"), statistics
+        assert re.search(r"witnesses reached: \d+ of \d+", statistics)
+        assert re.search(r"shrink: \d+ replays, \d+ steps, [\d.]+ s, to \d+ actions?", statistics)
+
+
+@pytest.mark.parametrize(
+    ("verbosity", "shown"), [("verbose", "Test case: "), ("debug", "state.build_world(")]
+)
+def test_hypothesis_verbosity_shows_each_example_as_for_any_test(
+    tmp_path: Path, verbosity: str, shown: str
+) -> None:
+    _machine_test(tmp_path)
+    quiet = _pytest(tmp_path, "-s").stdout
+    assert shown not in quiet
+    done = _pytest(tmp_path, "-s", f"--hypothesis-verbosity={verbosity}")
+    assert "1 failed" in done.stdout, done.stdout + done.stderr
+    assert shown in done.stdout
+
+
 def _machine_test(folder: Path) -> None:
     (folder / "test_bug.py").write_text(
         "from peftlife import lifecycle_machine\n"

@@ -485,3 +485,53 @@ def test_an_example_hypothesis_aborted_is_not_drained(
     except RuntimeError:
         handled.teardown()
     assert handled.engine.iteration == 1
+
+
+# ---- the world a mutant carries, for A and B alike ----
+
+TEARDOWN = "mutant:recompute_pause_keeps_ownership"
+
+
+@pytest.mark.parametrize("sides", [("reference", TEARDOWN), (TEARDOWN, "reference")])
+def test_a_mutant_carries_its_world_whichever_side_it_is(
+    tmp_path: Path, sides: tuple[str, str]
+) -> None:
+    """Its defect lives where the scheduler owns the recompute teardown: both sides run
+    there, so the diff finds it as B as it does as A, in a scenario that does not say so."""
+    a, b = sides
+    code, out = run(
+        *("diff", a, b, "--scenario", "kv-pressure", "--profile", "ci"),
+        *("--report-dir", str(tmp_path)),
+    )
+    assert code == 1, out
+    assert "recompute_teardown = scheduler_only (for A and B alike)" in out
+    (json_path,) = tmp_path.glob("diff_*.json")
+    data = json.loads(json_path.read_text("utf-8"))
+    assert data["config"]["recompute_teardown"] == "scheduler_only"
+    assert f"{TEARDOWN}: breaks ownership_follows_residency" in " ".join(out.split())
+
+
+def test_the_paired_machine_carries_bs_world() -> None:
+    mixin = diff.paired_with(ReferenceScheduler, (), TEARDOWN)
+    paired = machine.machine_class("reference", "kv-pressure", mixin.beside)
+    assert paired.scenario.recompute_teardown == "scheduler_only"
+    alone = machine.machine_class("reference", "kv-pressure")
+    assert alone.scenario.recompute_teardown != "scheduler_only"
+
+
+def test_two_sides_that_need_different_worlds_are_bad_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No world has both defects: one line that says what to do instead, exit 2."""
+    from peftlife import sut
+
+    carried = {"mutant:no_release_on_suspend": (("recompute_teardown", "executor_frees"),)}
+    real = sut.world_of
+
+    def world_of(spec: str) -> sut.SutWorld:
+        return attrs.evolve(real(spec), world=carried[spec]) if spec in carried else real(spec)
+
+    monkeypatch.setattr(sut, "world_of", world_of)
+    assert cli.main(["diff", "mutant:no_release_on_suspend", TEARDOWN]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "need different worlds" in err, err

@@ -151,15 +151,15 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
             if result.failure is not None:
                 # Sent before shrinking, which may outlast the campaign: the campaign
                 # then writes this one, unshrunk, rather than nothing.
-                tell(Found.of(result.failure, seed, plan.profile, subject).event(worker))
+                tell(Found.of(result.failure, seed, plan.profile, subject, size).event(worker))
                 tell(events.PhaseStarted("shrinking", worker))
                 news = events.shrinking(tell, worker, SHRINK_NEWS_EVERY)
                 shrunk = minimized(
                     result.failure, timeout=plan.shrink_timeout, progress=news, subject=subject
                 )
-                tell(Found.of(shrunk, seed, plan.profile, subject).event(worker))
+                tell(Found.of(shrunk, seed, plan.profile, subject, size).event(worker))
         except ShrinkInterrupted as stop:  # Ctrl-C reached the shrink: its case so far
-            tell(Found.of(stop.failure, seed, plan.profile, subject).event(worker))
+            tell(Found.of(stop.failure, seed, plan.profile, subject, size).event(worker))
             break
         except KeyboardInterrupt:
             break
@@ -183,6 +183,11 @@ class Found:
 
     case: reports.Case
     outcome: reports.Outcome
+    # The examples its slice searched under its seed (``check --max-examples`` searches
+    # the same only with the same budget), and whether it was met replaying the
+    # database instead, which no seed finds again.
+    budget: int | None = None
+    replayed: bool = False
 
     @classmethod
     def of(
@@ -191,9 +196,10 @@ class Found:
         seed: int,
         profile: str,
         subject: sut.Resolved | None = None,
+        budget: int | None = None,
     ) -> Found:
         case = reports.Case.from_failure(failure, seed=seed, profile=profile, shrunk=failure.shrunk)
-        return cls(case, reports.replay(case, subject))
+        return cls(case, reports.replay(case, subject), budget, failure.replayed)
 
     def event(self, worker: int) -> events.Found:
         """The finding as the worker tells it, this record its detail."""
@@ -268,6 +274,9 @@ class Group:
     outcome: reports.Outcome | None = None
     # Every distinct trace of this defect (its hash), with its JSON report.
     traces: dict[str, Path] = attrs.Factory(dict)
+    # How the shortest finding was met: its slice's budget, or replaying the database.
+    budget: int | None = None
+    replayed: bool = False
 
 
 class Campaign:
@@ -440,7 +449,11 @@ class Campaign:
         group = self.groups.get(key)
         if group is None:
             group = Group(*key, shortest=case, report=report, workers=[worker])
-            group.outcome = found.outcome
+            group.outcome, group.budget, group.replayed = (
+                found.outcome,
+                found.budget,
+                found.replayed,
+            )
             group.traces[trace] = self._written[trace]["json"]
             self.groups[key] = group
             if not self.quiet:
@@ -456,6 +469,7 @@ class Campaign:
             group.workers.append(worker)
         if _shorter(case, group.shortest):
             group.shortest, group.report, group.outcome = case, report, found.outcome
+            group.budget, group.replayed = found.budget, found.replayed
 
     def _died(self, worker: int, restart: bool) -> None:
         """A worker gone without saying done: a finding, then its next slice in a new process."""

@@ -22,9 +22,10 @@ the leading dashes and with underscores):
   (default 30; 0 for no cap). While a finding shrinks for longer than a few
   seconds, a line on the terminal says how far it got.
 
-A failing machine test also gets the violated invariant, the report path and
-the seed as properties in the JUnit XML (``--junitxml``), and its story ends
-with the command that reruns it (``--hypothesis-seed=N``). Hypothesis's own
+A failing machine test also gets the violated invariant, the report path, the
+seed and the command that reruns it as properties in the JUnit XML
+(``--junitxml``), and its story ends with that command (``--hypothesis-seed=N``;
+for a finding met replaying the example database, its kept regression test). Hypothesis's own
 ``--hypothesis-seed``, ``--hypothesis-profile``, ``--hypothesis-verbosity``
 and ``--hypothesis-show-statistics`` apply to machines as to any Hypothesis test.
 Ctrl-C while a finding shrinks reports it shrunk so far (reports written), then
@@ -211,28 +212,40 @@ def _shrink_timeout(config: pytest.Config) -> float | None:
         raise ValueError(f"--peftlife-shrink-timeout {err}") from err
 
 
-def _shrink_heartbeat(config: pytest.Config) -> Callable[[shrink.ShrinkProgress], None]:
+def _shrink_heartbeat(
+    config: pytest.Config, clock: Callable[[], float] = time.monotonic
+) -> Callable[[shrink.ShrinkProgress], None]:
     """A line on pytest's terminal every ``SHRINK_HEARTBEAT`` seconds while a finding shrinks.
 
     Written past pytest's capture, as its live logs are; silent where there is no
     terminal reporter (an xdist worker, say). The reporter is looked up as a line
     is due: it is registered after this plugin is configured.
+
+    A shrink is timed from the first step this heartbeat hears of it. Steps reach
+    it as the search's supervisor polls its child, so the first one heard may count
+    many replays already; a new shrink is the first step heard, or one whose replay
+    count went down (each shrink counts its own from one).
     """
-    began, beat = [0.0], [events.Throttle(SHRINK_HEARTBEAT)]
+    began: float | None = None
+    last_replays = 0
+    beat = events.Throttle(SHRINK_HEARTBEAT, clock)
 
     def line(step: events.Event) -> None:
+        nonlocal began, last_replays, beat
         assert isinstance(step, events.ShrinkStep)
-        if step.replays <= 1:  # a new shrink: its first line one period from now
-            began[0] = time.monotonic()
-            beat[0] = events.Throttle(SHRINK_HEARTBEAT)
-            beat[0].restart()
+        if began is None or step.replays < last_replays:
+            # A new shrink: its first line one period from now.
+            began = clock()
+            beat = events.Throttle(SHRINK_HEARTBEAT, clock)
+            beat.restart()
+        last_replays = step.replays
         reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or not beat[0].due():
+        if reporter is None or not beat.due():
             return
         capture = config.pluginmanager.get_plugin("capturemanager")
         paused = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
         with paused:
-            reporter.write_line(f"peftlife: {step.describe()}, {time.monotonic() - began[0]:.0f} s")
+            reporter.write_line(f"peftlife: {step.describe()}, {clock() - began:.0f} s")
 
     return events.shrinking(line)
 
@@ -335,17 +348,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """Hypothesis's statistics (``--hypothesis-show-statistics``) for a lifecycle
     machine's case, with peftlife's own: Hypothesis collects them only for its
     ``@given`` tests, and a machine's case is a unittest case."""
+    # Each test's shrinks are timed by a heartbeat of its own: one test's last shrink
+    # never makes the next test's first look older than it is.
+    options = attrs.evolve(session.current(), shrink_progress=_shrink_heartbeat(item.config))
     if getattr(getattr(item, "cls", None), "lifecycle_machine", None) is None:
-        return (yield)
+        with session.using(options):
+            return (yield)
     collector, describe_statistics = compat.statistics()
 
     lines: list[str] = []
-    options = session.current()
     # Hypothesis tells its statistics where the search runs: in the outside
     # watchdog's child (``peftlife.world.supervisor``), whose memory dies with it.
     # A file both processes share (``relay``, opened below) carries them back.
 
     def hypothesis_stats(stats: Any) -> None:
+        if not _ran_examples(stats):
+            return  # a replay of an empty example database: nothing to tell
         named: Any = {**stats, "nodeid": item.nodeid}
         relay.write(describe_statistics(named) + "\0")
         relay.flush()
@@ -370,6 +388,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if lines:
             item.hypothesis_statistics = "\n".join(lines)  # type: ignore[attr-defined]
+
+
+def _ran_examples(stats: Any) -> bool:
+    """Whether a Hypothesis run's statistics count any example, in any phase."""
+    phases = [v for k, v in stats.items() if k.endswith("-phase") and isinstance(v, dict)]
+    return any(phase.get("test-cases") for phase in phases)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -404,8 +428,8 @@ def pytest_runtest_makereport(
             story += f"\nnote: {note}"
     if failure.seed is not None:
         properties.append(("peftlife_seed", str(failure.seed)))
-        story += f"\nrerun with: pytest {item.nodeid} --hypothesis-seed={failure.seed}"
     directory = _report_dir(item.config)
+    paths: dict[str, Path] = {}
     try:
         paths = reports.write(case, outcome, directory)
     except OSError as err:
@@ -416,12 +440,31 @@ def pytest_runtest_makereport(
     else:
         properties.append(("peftlife_report", str(paths["json"])))
         story += "\nreports: " + ", ".join(str(p) for p in paths.values())
+    if rerun := _rerun(item, failure, paths):
+        properties.append(("peftlife_rerun", rerun))
+        story += f"\nrerun with: {rerun}"
     # The story is the failure message; the traceback through Hypothesis says nothing more.
     rep.longrepr = story
     for prop in properties:
         item.user_properties.append(prop)
         rep.user_properties.append(prop)
     return rep
+
+
+def _rerun(item: pytest.Item, failure: LifecycleFailure, paths: dict[str, Path]) -> str:
+    """The command that finds ``failure`` again, or "" for a derandomized search.
+
+    A finding met replaying the example database came from no seed: the kept
+    regression test written beside its report replays it (Hypothesis leaves the
+    database out under ``--hypothesis-seed``, so the seed's command would search afresh).
+    """
+    if failure.replayed:
+        if "test" in paths:
+            return f"pytest {paths['test']}  (met replaying the example database, not by a seed)"
+        return (
+            f"pytest {item.nodeid}  (met replaying the example database: run it in this directory)"
+        )
+    return "" if failure.seed is None else f"pytest {item.nodeid} --hypothesis-seed={failure.seed}"
 
 
 # Tests whose shrink Ctrl-C stopped: once each is reported, the run stops as Ctrl-C does.

@@ -76,14 +76,32 @@ def executor_line(config: EngineConfig) -> str:
     return f"executor: overlap (batch N+1 scheduled while batch N runs); {told}"
 
 
+# The profile a case found by ``peftlife explore`` names: no seed, no randomness at all.
+EXPLORED = "explore"
+
+
+def seed_said(seed: int | None, profile: str) -> str:
+    """The seed of a case in a word: the number, or why there is none.
+
+    Only a derandomized search is said to be; an exhaustive one had nothing to draw.
+
+    >>> seed_said(7, "dev"), seed_said(None, "ci"), seed_said(None, EXPLORED)
+    ('7', 'derandomized', 'none (exhaustive)')
+    """
+    if seed is not None:
+        return str(seed)
+    return "none (exhaustive)" if profile == EXPLORED else "derandomized"
+
+
 def seed_words(seed: int | None, profile: str) -> str:
     """The search's seed and profile, as the terminal says them.
 
-    >>> seed_words(None, ""), seed_words(7, "ci")
-    ('derandomized', '7 (ci profile)')
+    >>> seed_words(None, ""), seed_words(7, "ci"), seed_words(None, EXPLORED)
+    ('derandomized', '7 (ci profile)', 'none (exhaustive explore)')
     """
-    told = "derandomized" if seed is None else str(seed)
-    return told + (f" ({profile} profile)" if profile else "")
+    if seed is None and profile == EXPLORED:
+        return "none (exhaustive explore)"
+    return seed_said(seed, profile) + (f" ({profile} profile)" if profile else "")
 
 
 # ---- the terminal ----

@@ -485,6 +485,8 @@ class PairedMachine(LifecycleMachine):
 
     other: ClassVar[SchedulerFactory]
     ignore: ClassVar[frozenset[str]] = frozenset()
+    # B's SUT string, whose world settings the machine's worlds carry too.
+    beside: ClassVar[tuple[str, ...]] = ()
     # Side ("A" or "B") to the invariants it broke in some example, over a whole search.
     broken: ClassVar[dict[str, set[str]]]
 
@@ -528,12 +530,19 @@ class PairedMachine(LifecycleMachine):
         return self._found(Diverged(self._run(), pair.iterations[-1]))
 
 
-def paired_with(other: SchedulerFactory, ignore: Collection[str] = ()) -> type[PairedMachine]:
-    """The mixin that pairs a lifecycle machine with scheduler ``other``."""
+def paired_with(
+    other: SchedulerFactory, ignore: Collection[str] = (), other_spec: str = ""
+) -> type[PairedMachine]:
+    """The mixin that pairs a lifecycle machine with scheduler ``other``.
+
+    ``other_spec`` names it, so that the machine's worlds carry its world settings
+    too (a catalogue mutant's: ``scenarios.for_sut``): A and B share one world.
+    """
     attributes: dict[str, Any] = {
         "other": staticmethod(other),
         "ignore": frozenset(ignore),
         "broken": {},
+        "beside": (other_spec,) if other_spec else (),
     }
     return type("Paired", (PairedMachine,), attributes)
 
@@ -598,7 +607,7 @@ def _find(
     seed: int | None,
     progress: Callable[[int, int], None] | None,
 ) -> DiffSearch:
-    mixin = paired_with(sut_b.factory, ignore)
+    mixin = paired_with(sut_b.factory, ignore, sut_b.spec)
     if scenario == scenarios.ALL:
         result = hunt(sut_a, settings, seed=seed, progress=progress, mixin=mixin)
     else:

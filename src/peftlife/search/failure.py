@@ -55,6 +55,9 @@ class Finding(AssertionError):
     hung: bool = attrs.field(default=False, kw_only=True)
     # The seed of the search that found it (None: derandomized, or not told).
     seed: int | None = attrs.field(default=None, kw_only=True)
+    # Met replaying the example database, not generated from ``seed``: the seed
+    # alone does not find it again (the saved report, or the same database, does).
+    replayed: bool = attrs.field(default=False, kw_only=True)
     # Whether the scheduler took its process down (``peftlife.search.outside``):
     # such a finding is not shrunk, since every candidate would do it again.
     died: bool = attrs.field(default=False, kw_only=True)
@@ -171,7 +174,12 @@ def _minimized(
     if shrunk.stopped == "interrupted":
         # No replay now (it may wait out a hang): whoever reports it replays it.
         return LifecycleFailure(
-            failure.violations, smaller, shrunk=True, shrink=shrunk, seed=failure.seed
+            failure.violations,
+            smaller,
+            shrunk=True,
+            shrink=shrunk,
+            seed=failure.seed,
+            replayed=failure.replayed,
         )
     outcome = checked_replay(
         shrunk.config, shrunk.actions, factory, schedule_deadline=schedule_deadline
@@ -179,5 +187,10 @@ def _minimized(
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
     return LifecycleFailure(
-        outcome.violations, smaller, shrunk=True, shrink=shrunk, seed=failure.seed
+        outcome.violations,
+        smaller,
+        shrunk=True,
+        shrink=shrunk,
+        seed=failure.seed,
+        replayed=failure.replayed,
     )

@@ -214,9 +214,14 @@ class ReferenceRun:
 
     scenario: str
     profile: str
+    # The gate's seed under a random profile (None: derandomized), and whether
+    # the example database is replayed (not under a seed the user gave).
+    seed: int | None = None
+    replay_saved: bool = True
 
     def run(self, emit: events.Handler = events.ignore) -> GateRow:
-        result = search("reference", self.scenario, _settings(self.profile), shrink=False)
+        searching = _settings(self.profile, self.replay_saved)
+        result = search("reference", self.scenario, searching, shrink=False, seed=self.seed)
         failure = result.failure
         return GateRow(
             Kind.REFERENCE,
@@ -260,14 +265,17 @@ class MutantRun:
     profile: str
     shrink: bool = True
     shrink_timeout: float | None = DEFAULT_TIMEOUT
+    seed: int | None = None  # as ``ReferenceRun``'s
+    replay_saved: bool = True
 
     def run(self, emit: events.Handler = events.ignore) -> GateRow:
         """Hunt the mutant; how its shrink goes is told to ``emit``, a few times a second."""
         start = time.perf_counter()
         found = hunt(
             f"mutant:{self.mutant.name}",
-            _settings(self.profile),
+            _settings(self.profile, self.replay_saved),
             scenario_names=hunted_scenarios(self.mutant),
+            seed=self.seed,
         )
         if found.failure is None:
             return GateRow(
@@ -309,10 +317,21 @@ def plan(
     *,
     shrink: bool = True,
     shrink_timeout: float | None = DEFAULT_TIMEOUT,
+    seed: int | None = None,
+    replay_saved: bool = True,
 ) -> tuple[Run, ...]:
-    """The gate's runs: the reference in each shipped scenario, then each mutant."""
-    references = tuple(ReferenceRun(name, profile) for name in scenarios.shipped_names())
-    return references + tuple(MutantRun(m, profile, shrink, shrink_timeout) for m in CATALOGUE)
+    """The gate's runs: the reference in each shipped scenario, then each mutant.
+
+    ``seed`` fixes every run's search (None: the profile's own, derandomized or
+    not); ``replay_saved`` False leaves the example database unreplayed, so that a
+    seed the user gave finds the same in any directory.
+    """
+    references = tuple(
+        ReferenceRun(name, profile, seed, replay_saved) for name in scenarios.shipped_names()
+    )
+    return references + tuple(
+        MutantRun(m, profile, shrink, shrink_timeout, seed, replay_saved) for m in CATALOGUE
+    )
 
 
 def run_gate(runs: Sequence[Run], *, jobs: int = 1, emit: events.Handler = events.ignore) -> Gate:
@@ -332,9 +351,13 @@ def run_gate(runs: Sequence[Run], *, jobs: int = 1, emit: events.Handler = event
     return Gate(tuple(_in_processes(runs, jobs, emit)))
 
 
-def _settings(profile: str) -> hypothesis.settings:
+def _settings(profile: str, replay_saved: bool = True) -> hypothesis.settings:
     # Every run of the gate is under the profile as the command line runs it.
-    return profiles.for_search(profiles.get(profile))
+    searching = profiles.for_search(profiles.get(profile))
+    if replay_saved:
+        return searching
+    generating = [p for p in searching.phases if p != hypothesis.Phase.reuse]
+    return hypothesis.settings(searching, phases=generating)
 
 
 def _since(start: float) -> float:

@@ -38,6 +38,7 @@ from peftlife.search.machine import (
     unreached,
 )
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
+from peftlife.world.words import count
 
 
 @cache
@@ -172,7 +173,46 @@ def _search(
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     mixin: type | None = None,
 ) -> SearchResult:
-    base = machine_class(subject, scenario)
+    if seed is None or settings.database is None or Phase.reuse not in settings.phases:
+        return _one_run(subject, scenario, settings, seed, progress, schedule_deadline, mixin)
+    # A seed names one search wherever it runs. The examples the database holds are
+    # replayed first, in a run of their own: in the same run they would steer what
+    # the seed generates (Hypothesis steers away from what it has run already), and a
+    # finding they give would pass for the seed's.
+    saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
+    saved = _one_run(subject, scenario, saved_only, None, progress, schedule_deadline, mixin)
+    if saved.found is not None:
+        return attrs.evolve(saved, found=attrs.evolve(saved.found, replayed=True))
+
+    def after_saved(examples: int, iterations: int) -> None:
+        if progress is not None:
+            progress(saved.examples + examples, saved.iterations + iterations)
+
+    fresh = hypothesis.settings(settings, phases=[p for p in settings.phases if p != Phase.reuse])
+    result = _one_run(subject, scenario, fresh, seed, after_saved, schedule_deadline, mixin)
+    coverage = Counter(saved.coverage)
+    coverage.update(result.coverage)
+    return attrs.evolve(
+        result,
+        examples=saved.examples + result.examples,
+        examples_to_find=saved.examples + result.examples_to_find,
+        seconds=saved.seconds + result.seconds,
+        coverage=coverage,
+        iterations=saved.iterations + result.iterations,
+    )
+
+
+def _one_run(
+    subject: sut.Resolved,
+    scenario: str,
+    settings: hypothesis.settings,
+    seed: int | None,
+    progress: Callable[[int, int], None] | None,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    mixin: type | None = None,
+) -> SearchResult:
+    """One run of Hypothesis over the machine, in the phases ``settings`` name."""
+    base = machine_class(subject, scenario, getattr(mixin, "beside", ()))
     # One context per search: its own tally; and a class per search, for its own seed.
     context = SearchContext.of(base, progress=progress, schedule_deadline=schedule_deadline)
     mixed = base if mixin is None else type(base.__name__, (mixin, base), {})
@@ -300,8 +340,10 @@ def _hunt(
         if settings.database is not None and Phase.reuse in settings.phases:
             saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
             for name in names:
-                if run(name, saved_only, None).found is not None:
-                    return done
+                if (saved := run(name, saved_only, None).found) is not None:
+                    return attrs.evolve(done, found=attrs.evolve(saved, replayed=True))
+        # Replayed once above: a slice generates from its own seed alone (``_search``).
+        generating = [p for p in settings.phases if p != Phase.reuse]
         for turn in itertools.count():
             open_names = [n for n in names if spent[n] < settings.max_examples]
             if not open_names:
@@ -310,7 +352,7 @@ def _hunt(
             first = FIRST_SLICE if len(names) > 1 else SLICE
             for name in open_names:
                 budget = min(SLICE if turn else first, settings.max_examples - spent[name])
-                part = hypothesis.settings(settings, max_examples=budget)
+                part = hypothesis.settings(settings, max_examples=budget, phases=generating)
                 result = run(name, part, _slice_seed(base, name, turn))
                 if result.found is not None:
                     return done
@@ -453,11 +495,11 @@ def describe(result: SearchResult) -> str:
       - peftlife: 3 examples, 9 executor iterations, held
         - witnesses reached: 0 of 12 (never: victim eviction, ...)
     """
-    found = (
-        f"first failure after {result.examples_to_find} examples ({result.found.verdict})"
-        if result.found is not None
-        else "held"
-    )
+    found = "held"
+    if result.found is not None:
+        where = ", replaying the example database" if result.found.replayed else ""
+        found = f"first failure after {count(result.examples_to_find, 'example')}{where}"
+        found += f" ({result.found.verdict})"
     reached = sum(1 for label in COVERAGE_LABELS if result.coverage.get(label))
     missed = f" (never: {', '.join(result.unreached)})" if result.unreached else ""
     lines = [

@@ -366,12 +366,16 @@ def _rule(letter: actions.Letter) -> Callable[..., None]:
 
 @cache
 def machine_class(
-    sut_spec: str | sut.Resolved = "reference", scenario: str = "default"
+    sut_spec: str | sut.Resolved = "reference",
+    scenario: str = "default",
+    beside: tuple[str, ...] = (),
 ) -> type[Any]:
     """The state machine class for one SUT and one scenario.
 
     ``peftlife.search.hunt`` runs it; ``lifecycle_machine`` there gives it a ``TestCase``.
-    A SUT resolved at the front door (``sut.Resolved``) is used as it is.
+    A SUT resolved at the front door (``sut.Resolved``) is used as it is. ``beside``
+    names SUTs run beside it on the same actions (``peftlife diff``'s B), whose world
+    settings its worlds carry too.
 
     >>> machine_class("mutant:draft_not_suspended", "draft-pool").__name__
     'Lifecycle[mutant:draft_not_suspended @ draft-pool]'
@@ -380,7 +384,7 @@ def machine_class(
     resolved = sut.resolve(sut_spec)
     sut_spec, factory = resolved.spec, resolved.factory
     # Under the world settings the SUT carries (a catalogue mutant's defect lives there).
-    s = scenarios.for_sut(scenarios.load(scenario), sut_spec)
+    s = scenarios.for_sut(scenarios.load(scenario), sut_spec, *beside)
     name = f"Lifecycle[{sut_spec} @ {s.name}]"
     body: dict[str, Any] = {
         "__qualname__": name,

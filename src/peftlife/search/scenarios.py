@@ -513,16 +513,39 @@ def load(name_or_path: str) -> Scenario:
 # ---- the world a SUT is searched in ----
 
 
-def for_sut(s: Scenario, sut_spec: str) -> Scenario:
+def for_sut(s: Scenario, sut_spec: str, *others: str) -> Scenario:
     """The scenario as ``sut_spec`` is searched in it: under the world settings the SUT
-    carries (``peftlife.sut.world_of``: where a catalogue mutant's defect lives).
+    carries (``peftlife.sut.world_of``: where a catalogue mutant's defect lives), and
+    those of ``others`` run beside it (``peftlife diff``'s B): one world for them all.
 
     >>> for_sut(load("kv-pressure"), "mutant:recompute_pause_terminates").recompute_teardown
     'scheduler_only'
+    >>> for_sut(load("kv-pressure"), "reference", "mutant:recompute_pause_terminates").name
+    'kv-pressure'
     """
-    world = sut.world_of(sut_spec).world
+    world = shared_world([sut_spec, *others])
     # The SUT's settings are the scenario's own knobs, by name, as its TOML gives them.
     return attrs.evolve(s, **dict(world)) if world else s  # type: ignore[arg-type]
+
+
+def shared_world(sut_specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The world settings every SUT of ``sut_specs`` carries, merged; a ``ScenarioError``
+    when two carry different values of one setting (no world has both defects).
+
+    >>> shared_world(["reference", "mutant:recompute_pause_keeps_ownership"])
+    (('recompute_teardown', 'scheduler_only'),)
+    """
+    merged: dict[str, tuple[str, str]] = {}
+    for spec in sut_specs:
+        for key, value in sut.world_of(spec).world:
+            if key in merged and merged[key][0] != value:
+                first, by = merged[key]
+                raise ScenarioError(
+                    f"{by} and {spec} need different worlds ({key} = {first} and {value}); "
+                    "compare each with the reference instead"
+                )
+            merged.setdefault(key, (value, spec))
+    return tuple((key, value) for key, (value, _) in merged.items())
 
 
 def sut_note(sut_spec: str, names: list[str]) -> str | None:

@@ -30,6 +30,8 @@ from peftlife.doors.cli.common import (
     max_examples_option,
     note_sut_world,
     outputs_writable,
+    rerun_words,
+    seeded,
     settings,
     shrink_timeout_option,
     targets,
@@ -98,6 +100,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except baseline.BaselineError as err:
         raise BadInput(str(err)) from err
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
+    searching = seeded(searching, args.seed, args.database)
     # A random run searches with a seed of its own choosing, so its finding can be replayed.
     args.seed = profiles.run_seed(searching, args.seed)
     examples = budget(searching, every)
@@ -146,7 +149,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         warn_unreached(result, console)
         note_unchecked([result.scenario], console)
     runs = (ScenarioRun.of(result, examples, finding),)
-    summary = RunSummary("check", args.profile, runs, Replay(args.seed, rerun_command(args)))
+    rerun = rerun_command(args)
+    if result.failure is not None and result.failure.replayed and finding and finding.report:
+        rerun = f"peftlife replay {finding.report}"  # no seed finds it: its report does
+    summary = RunSummary("check", args.profile, runs, Replay(args.seed, rerun))
     outputs.write(outputs.for_check(summary, story, details), targets(args))
     if interrupted:
         raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
@@ -182,8 +188,10 @@ def _report_finding(
         f"{what} found after {result.examples_to_find} examples, {trace_length(case)}"
         f"{written(paths)}"
     )
-    if args.seed is not None:
-        console.print(f"seed {args.seed}: rerun with {rerun_command(args)}", soft_wrap=True)
+    report = str(paths["json"]) if paths else None
+    replayed = f"peftlife replay {report}" if result.failure.replayed and report else None
+    if again := rerun_words(args.seed, rerun_command(args), replayed):
+        console.print(again, soft_wrap=True)
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
     return for_ci(case, outcome, paths, invariant, is_known)

@@ -80,6 +80,43 @@ def settings(
     return profiles.for_search(profiles.get(profile), max_examples=max_examples, database=saved)
 
 
+def seeded(
+    searching: hypothesis.settings, seed: int | None, url: str | None
+) -> hypothesis.settings:
+    """The settings of a search run with ``--seed``: one search, wherever it runs.
+
+    The profile's example database (Hypothesis's ``.hypothesis/`` in the working
+    directory) is then written but not replayed, as pytest's ``--hypothesis-seed``
+    leaves it out: what an earlier run saved there would be met first, and the
+    printed command would tell a different finding in each directory. A database
+    named with ``--database`` is the user's to replay: its examples come first.
+    """
+    if seed is None or url is not None:
+        return searching
+    generating = [p for p in searching.phases if p != hypothesis.Phase.reuse]
+    return hypothesis.settings(searching, phases=generating)
+
+
+def rerun_words(seed: int | None, command: str, replayed: str | None = None) -> str:
+    """The line that says how to run a finding's search again, or "" when derandomized.
+
+    ``replayed``: the command that meets again a finding met replaying the example
+    database, which came from no seed (its report's replay, or the same search in
+    the same directory).
+
+    >>> rerun_words(7, "peftlife check --seed 7")
+    'seed 7: rerun with peftlife check --seed 7'
+    >>> rerun_words(7, "peftlife check --seed 7", "peftlife replay r/x.json").split(": ")[1]
+    'peftlife replay r/x.json meets it again'
+    """
+    if replayed is not None:
+        return (
+            f"met replaying the example database, not generated from seed {seed}: "
+            f"{replayed} meets it again"
+        )
+    return f"seed {seed}: rerun with {command}" if seed is not None else ""
+
+
 def budget(settings: hypothesis.settings, every: bool) -> int:
     """The examples a search may run: the profile's for each scenario it searches."""
     return settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
@@ -100,11 +137,16 @@ def validate(sut_spec: str, scenario: str | None = None) -> sut.Resolved:
     return resolved
 
 
-def note_sut_world(sut_spec: str, names: list[str], console: Console) -> None:
+def note_sut_world(
+    sut_spec: str, names: list[str], console: Console, *, both: bool = False
+) -> None:
     """Say, before searching, where the SUT's world is not its scenarios' (a catalogue
-    mutant carries the world its defect lives in) or where it cannot be caught."""
+    mutant carries the world its defect lives in) or where it cannot be caught.
+
+    ``both``: ``diff``'s two schedulers run in that world alike, and the note says so.
+    """
     if note := scenarios.sut_note(sut_spec, names):
-        console.print(f"note: {note}", soft_wrap=True)
+        console.print(f"note: {note}{' (for A and B alike)' if both else ''}", soft_wrap=True)
 
 
 def writable(directory: str, option: str) -> None:
@@ -204,13 +246,13 @@ _PROFILE_HELP = (
 
 # The common options each command takes: the others would mean nothing to it (explore
 # and replay run no random search, replay writes no report, mutants names no SUT of
-# yours and searches derandomized). The top-level --help prints this table.
+# yours). The top-level --help prints this table.
 COMMON_OPTIONS: dict[str, tuple[str, ...]] = {
     "check": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
     "fuzz": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
     "explore": ("quiet", "verbose", "report_dir"),
     "replay": ("quiet", "verbose"),
-    "mutants": ("quiet", "profile"),
+    "mutants": ("quiet", "profile", "seed"),
     "diff": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
     "bisect": ("quiet", "verbose", "profile", "seed", "report_dir"),
 }
@@ -245,7 +287,9 @@ def _common_specs() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
                 "metavar": "N",
                 "type": int,
                 "default": None,
-                "help": "a fixed seed (default: the profile's randomness)",
+                "help": "a fixed seed, the same search in any directory: the profile's "
+                "example database is written, not replayed (default: the profile's "
+                "randomness)",
             },
         ),
         "report_dir": (

@@ -21,11 +21,15 @@ from peftlife.doors.cli.common import (
     DATABASE_DEFAULT,
     EXIT_FOUND,
     EXIT_HELD,
+    BadInput,
     NewCommand,
     budget,
     common_options,
     max_examples_option,
+    note_sut_world,
     outputs_writable,
+    rerun_words,
+    seeded,
     settings,
     shrink_timeout_option,
     targets,
@@ -36,7 +40,7 @@ from peftlife.doors.outputs.progress import progress
 from peftlife.doors.outputs.records import DiffSummary, Replay
 from peftlife.doors.outputs.story import for_ci, trace_length, warn_unreached, written
 from peftlife.reports import divergence as diff_reports
-from peftlife.search import diff, events, profiles
+from peftlife.search import diff, events, profiles, scenarios
 from peftlife.search.hunt import SearchResult
 from peftlife.world.words import count
 
@@ -77,9 +81,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
     every = args.scenario == ALL_SCENARIOS
     sut_a = validate(args.a, "default" if every else args.scenario)
     sut_b = validate(args.b)
+    names = scenarios.shipped_names() if every else [args.scenario]
+    try:  # one world for both: each side's defect lives where it carries it
+        scenarios.shared_world([args.a, args.b])
+    except scenarios.ScenarioError as err:
+        raise BadInput(str(err)) from err
     outputs_writable(args)
+    if not args.quiet:
+        for side in dict.fromkeys([args.a, args.b]):
+            note_sut_world(side, names, console, both=True)
     report_dir = Path(args.report_dir)
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
+    searching = seeded(searching, args.seed, args.database)
     # A random run searches with a seed of its own choosing, so its divergence can be replayed.
     args.seed = profiles.run_seed(searching, args.seed)
     replay = Replay(args.seed, rerun_command(args))
@@ -149,6 +162,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"divergence found after {count(result.examples_to_find, 'example')}, "
         f"{trace_length(case)}{written(paths)}"
     )
+    if found.divergence is not None and found.divergence.replayed:
+        # No seed finds it: the same diff in this directory, whose database holds it, does.
+        unseeded = argparse.Namespace(**{**vars(args), "seed": None})
+        same_here = f"{rerun_command(unseeded)} (in this directory)"
+        replay = Replay(args.seed, same_here)
+        summary = attrs.evolve(summary, replay=replay)
+        console.print(rerun_words(args.seed, "", same_here), soft_wrap=True)
+    elif again := rerun_words(args.seed, replay.command):
+        console.print(again, soft_wrap=True)
     if outcome.divergence is None:
         console.print(
             "warning: the shrunk case did not diverge on replay (a nondeterministic SUT?)"

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             console.print(f"note: {note}")
         outputs.write(outputs.for_exploration(summary, "", ""), targets(args))
         return EXIT_HELD
-    case = reports.Case.from_failure(result.failure, profile="explore")
+    case = reports.Case.from_failure(result.failure, profile=reports.EXPLORED)
     outcome, paths = teller(args, console).case(case, reports.replay(case, subject))
     console.print(
         f"explored {result.states} states: a shortest counterexample has "

@@ -31,8 +31,9 @@ from peftlife.doors.cli.common import (
     writable,
 )
 from peftlife.doors.outputs.progress import progress
+from peftlife.doors.outputs.records import Replay
 from peftlife.doors.outputs.story import note_unchecked
-from peftlife.search import gate
+from peftlife.search import gate, profiles
 from peftlife.sut.mutants import CATALOGUE
 
 
@@ -56,12 +57,22 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         writable(str(Path(args.json).parent), "--json's directory")
     outputs_writable(args)
-    runs = gate.plan(args.profile, shrink=not args.no_shrink, shrink_timeout=args.shrink_timeout)
+    # A random profile's gate searches with a seed of its own choosing, told at the end.
+    seed = profiles.run_seed(profiles.get(args.profile), args.seed)
+    runs = gate.plan(
+        args.profile,
+        shrink=not args.no_shrink,
+        shrink_timeout=args.shrink_timeout,
+        seed=seed,
+        replay_saved=args.seed is None,
+    )
     show = not args.quiet
     with progress(console, "mutant gate", len(runs), show=show, unit="runs") as emit:
         table = gate.run_gate(runs, jobs=args.jobs, emit=emit)
     console.print(gate_table([row.cells() for row in table.rows]))
     console.print(table.verdict)
+    if seed is not None:
+        console.print(f"seed {seed}: rerun with {rerun_command(args.profile, seed)}")
     note_unchecked((row.scenario for row in table.rows), console)
     if args.json:
         path = Path(args.json)
@@ -75,8 +86,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "the table above is the whole result",
                 file=sys.stderr,
             )
-    outputs.write(outputs.for_gate(table, args.profile), targets(args))
+    replay = None if seed is None else Replay(seed, rerun_command(args.profile, seed))
+    outputs.write(outputs.for_gate(table, args.profile, replay), targets(args))
     return EXIT_HELD if table.ok else EXIT_FOUND
+
+
+def rerun_command(profile: str, seed: int) -> str:
+    """The command that runs the same gate again.
+
+    >>> rerun_command("peftlife-dev", 7)
+    'peftlife mutants --profile peftlife-dev --seed 7'
+    """
+    return f"peftlife mutants --profile {profile} --seed {seed}"
 
 
 def gate_table(cells: list[list[str]]) -> Table:

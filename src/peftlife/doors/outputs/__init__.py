@@ -30,6 +30,7 @@ from peftlife.doors.outputs.records import (
     CampaignSummary,
     DiffSummary,
     ExplorationSummary,
+    Replay,
     RunSummary,
 )
 from peftlife.search import events, gate
@@ -160,9 +161,13 @@ def for_check(summary: RunSummary, story: str, details: str) -> CiOutputs:
     return CiOutputs(summary.command, step_summary.run(summary, details), cases, summary)
 
 
-def for_gate(table: gate.Gate, profile: str) -> CiOutputs:
-    """The mutant gate's outputs: its table, and one JUnit case per row."""
-    return CiOutputs("mutants", step_summary.gate_table(table, profile), junit.gate_cases(table))
+def for_gate(table: gate.Gate, profile: str, replay: Replay | None = None) -> CiOutputs:
+    """The mutant gate's outputs: its table, and one JUnit case per row; a random
+    gate's (``replay``) with its seed and the command that runs it again."""
+    markdown = step_summary.gate_table(table, profile)
+    if replay is not None:
+        markdown += f"\n- {replay.said}: rerun with `{replay.command}`\n"
+    return CiOutputs("mutants", markdown, junit.gate_cases(table, replay))
 
 
 def for_campaign(summary: CampaignSummary) -> CiOutputs:

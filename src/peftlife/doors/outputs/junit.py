@@ -126,8 +126,11 @@ def run_cases(summary: RunSummary, story: str) -> tuple[JunitCase, ...]:
     return tuple(cases)
 
 
-def gate_cases(table: gate.Gate) -> tuple[JunitCase, ...]:
-    """A case per row of the gate: a mutant not caught, or the reference failing, fails."""
+def gate_cases(table: gate.Gate, replay: Replay | None = None) -> tuple[JunitCase, ...]:
+    """A case per row of the gate: a mutant not caught, or the reference failing, fails.
+
+    ``replay``: a random gate's seed and the command that runs it again, on every case.
+    """
     return tuple(
         JunitCase(
             row.name.replace(" @ ", "@"),
@@ -135,7 +138,11 @@ def gate_cases(table: gate.Gate) -> tuple[JunitCase, ...]:
             row.seconds,
             row.failure,
             "",
-            (("peftlife_invariant", row.invariant), ("peftlife_scenario", row.scenario)),
+            (
+                ("peftlife_invariant", row.invariant),
+                ("peftlife_scenario", row.scenario),
+                *replay_properties(replay),
+            ),
         )
         for row in table.rows
     )

@@ -156,13 +156,17 @@ class Defect:
 
     @classmethod
     def of(cls, group: Group, sut: str = "", profile: str = "") -> Defect:
-        """From a campaign's ``Group``; ``sut`` and ``profile`` name its rerun command."""
+        """From a campaign's ``Group``; ``sut`` and ``profile`` name its rerun command,
+        with its slice's budget: the same seed searches the same examples only with
+        the same budget (Hypothesis draws the first tenth small). A finding met
+        replaying the database has none: no seed finds it again."""
         case = group.shortest
         trace = reports.trace_hash(case)
         story = "" if group.outcome is None else reports.terminal_text(case, group.outcome, 100)
         replay = None
-        if case.seed is not None and sut:
-            replay = Replay(case.seed, check_command(sut, case.scenario, profile, case.seed))
+        if case.seed is not None and sut and not group.replayed:
+            command = check_command(sut, case.scenario, profile, case.seed, group.budget)
+            replay = Replay(case.seed, command)
         return cls(
             group.invariant,
             group.move,

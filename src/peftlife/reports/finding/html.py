@@ -37,7 +37,7 @@ from peftlife.reports.finding.story import (
     subject_rows,
 )
 from peftlife.reports.format import escape as _e
-from peftlife.reports.format import world_lines
+from peftlife.reports.format import seed_said, world_lines
 from peftlife.search import gate
 from peftlife.search.trace import Entry, Outcome
 from peftlife.world.ledger import Args, Call, Facts, given
@@ -290,7 +290,7 @@ def _row_cells(
 
 def _header(case: Case, outcome: Outcome, files: dict[str, str]) -> str:
     drained = sum(e.action_index is None for e in outcome.entries)
-    seed = "derandomized" if case.seed is None else str(case.seed)
+    seed = seed_said(case.seed, case.profile)
     facts = [
         ("SUT", f"<code>{_e(case.sut)}</code>"),
         ("scenario", f"<code>{_e(case.scenario)}</code>"),
@@ -618,7 +618,7 @@ def _finding_row(path: Path, data: dict[str, Any]) -> str:
         _e(_when(path)),
         f"<code>{_e(data.get('sut'))}</code>",
         _e(data.get("scenario")),
-        _e("derandomized" if data.get("seed") is None else data.get("seed")),
+        _e(seed_said(data.get("seed"), str(data.get("profile", "")))),
         _e(data.get("examples", "-") if data.get("examples") is not None else "-"),
         _e(len(data.get("actions", []))),
         _e(len(data.get("steps", []))),

@@ -9,7 +9,7 @@ from peftlife.reports.finding.story import (
     length_label,
     story,
 )
-from peftlife.reports.format import world_lines
+from peftlife.reports.format import seed_said, world_lines
 from peftlife.search.trace import Outcome
 from peftlife.world.words import count
 
@@ -50,7 +50,7 @@ def render_markdown(case: Case, outcome: Outcome, files: dict[str, str] | None =
         lines.append(f"### peftlife: `{outcome.violations[0].invariant}` violated")
     else:
         lines.append("### peftlife replay: every invariant held")
-    seed = "derandomized" if case.seed is None else f"`{case.seed}`"
+    seed = f"`{case.seed}`" if case.seed is not None else seed_said(None, case.profile)
     lines += [
         "",
         f"- **SUT** `{case.sut}` · **scenario** `{case.scenario}` · **seed** {seed}"
