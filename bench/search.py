@@ -56,7 +56,7 @@ from hypothesis.stateful import (
 
 from peftlife import sut
 from peftlife.checker import registry
-from peftlife.search import actions, explore, gate, profiles, scenarios
+from peftlife.search import actions, compat, explore, gate, profiles, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt
 from peftlife.search.machine import SearchContext, for_search, machine_class
@@ -151,9 +151,16 @@ def _mirror(scenario: str, with_arguments: bool) -> type[RuleBasedStateMachine]:
         body.__name__ = body.__qualname__ = name
         return body
 
+    def __init__(self: Any) -> None:
+        RuleBasedStateMachine.__init__(self)
+        compat.every_rule_enabled(self)  # as the machine draws its rules
+
     opening = actions.OPENING.arguments(s) if with_arguments else {"config": s.worlds()}
     opened: Any = initialize(**opening)
-    body: dict[str, Any] = {actions.OPENING_RULE: opened(empty(actions.OPENING_RULE))}
+    body: dict[str, Any] = {
+        "__init__": __init__,
+        actions.OPENING_RULE: opened(empty(actions.OPENING_RULE)),
+    }
     for letter in actions.enabled(s):
         drawn = letter.strategies(s) if with_arguments else {}
         # (Strategies by name: mypy cannot see that none is named ``target``.)

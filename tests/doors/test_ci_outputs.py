@@ -138,12 +138,14 @@ def test_summary_option_wins_and_a_finding_brings_its_report(tmp_path: Path) -> 
 
 
 def test_the_json_summary_warns_of_paths_never_reached() -> None:
-    assert cli.main(["check", "--profile", "dev", "--max-examples", "2", "-q"]) == cli.EXIT_HELD
+    # One example, Hypothesis's simplest (every search opens with it): two random ones
+    # may reach every path the default scenario's simple loop can take.
+    assert cli.main(["check", "--profile", "dev", "--max-examples", "1", "-q"]) == cli.EXIT_HELD
     data = summary_json()
     (run,) = data["runs"]
     never = [label for label in COVERAGE_LABELS if label not in run["paths_reached"]]
     warned = [f"reference in default: path '{label}' never reached" for label in never]
-    assert data["warnings"], "two examples reached every path; the warning is untested"
+    assert data["warnings"], "one example reached every path; the warning is untested"
     assert data["warnings"] == [w for w in warned if w in data["warnings"]]
     # A path its worlds could not take is not warned of: the default scenario runs
     # the simple loop; whether a recompute pause was possible depends on the draw.

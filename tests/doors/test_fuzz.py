@@ -391,9 +391,12 @@ def test_a_campaign_leaves_summary_json_junit_and_a_step_summary_each_defect_a_f
         assert props["peftlife_report"] == defect["report"]
         assert props["peftlife_found"] == str(defect["found"])
         # Its shortest finding's slice, searched again by check under that slice's seed
-        # and budget (the campaign's ten examples: its one slice).
-        rerun = f"peftlife check --sut {MUTANT} --scenario default --profile ci --max-examples 10"
-        assert props["peftlife_rerun"] == defect["rerun"] == f"{rerun} --seed {defect['seed']}"
+        # and budget (the campaign's ten examples, less those of the slices before it).
+        rerun = f"peftlife check --sut {MUTANT} --scenario default --profile ci --max-examples "
+        assert props["peftlife_rerun"] == defect["rerun"]
+        budget, _, seed = defect["rerun"].removeprefix(rerun).partition(" --seed ")
+        assert defect["rerun"].startswith(rerun) and 1 <= int(budget) <= 10
+        assert seed == str(defect["seed"])
         assert props["peftlife_seed"] == str(defect["seed"])
         # ... and finds the same shortest case, in a directory of its own.
         again = tmp_path / f"again-{defect['trace']}"

@@ -22,8 +22,8 @@ CI = profiles.get("ci")
     [("phantom_pause_unstarted", 1), ("draft_not_suspended", 2), ("recompute_pause_terminates", 1)],
 )
 def test_the_shrinker_reaches_the_explorers_shortest(mutant: str, seed: int) -> None:
-    # Where the gate hunts it: recompute_pause_terminates is a defect only where the
-    # executor leaves the recompute teardown to the scheduler (an opt-in scenario).
+    # Where the gate hunts it: recompute_pause_terminates in the world it carries, where
+    # the executor leaves the recompute teardown to the scheduler.
     names = gate.hunted_scenarios(BY_NAME[mutant])
     found = hunt(f"mutant:{mutant}", CI, scenario_names=names, seed=seed)
     assert found.failure is not None

@@ -1,8 +1,9 @@
 """The mutation gate: every known defect is caught by search alone.
 
 Each mutant is hunted through the shipped scenarios (the overlap ones for a mutant whose
-trigger needs the overlap executor), taking turns in slices, under the ``ci``
-profile, with no hand-written steps and no scenario made for it; a mutant that
+trigger needs the overlap executor; each in the world its defect lives in), taking
+turns in slices, under the ``ci`` profile, with no hand-written steps and no
+scenario made for it; a mutant that
 escapes, or that is caught on an invariant its catalogue entry does not
 accept, fails the suite. The verdict is the gate's own (``GateRow.passed``),
 the rule ``peftlife mutants`` applies.
@@ -20,6 +21,7 @@ from peftlife import sut
 from peftlife.search import diff, events, gate, profiles, scenarios
 from peftlife.search.gate import Gate, GateFileError, GateRow, Kind
 from peftlife.search.hunt import SLICE, hunt
+from peftlife.search.machine import machine_class
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
 
@@ -48,23 +50,26 @@ def test_an_overlap_mutant_is_the_reference_under_the_simple_loop(mutant: Mutant
 
 def test_every_other_mutant_is_hunted_through_every_scenario() -> None:
     for mutant in CATALOGUE:
-        if not mutant.overlap and not mutant.scheduler_teardown:
+        if not mutant.overlap:
             assert gate.hunted_scenarios(mutant) == scenarios.shipped_names()
 
 
 def test_a_scheduler_teardown_mutant_is_hunted_where_the_scheduler_tears_down() -> None:
     """Upstream's executor terminates a recompute-paused request's adapter itself, so a
-    scheduler that does not release it is no defect there: such a mutant is hunted
-    through the opt-in scenarios that leave the teardown to the scheduler."""
-    opt_in = [m for m in CATALOGUE if m.scheduler_teardown]
-    assert {m.name for m in opt_in} == {
+    scheduler that does not release it is no defect there: such a mutant carries the
+    world that leaves the teardown to the scheduler, and every scenario it is hunted
+    through is searched in that world."""
+    teardown = [m for m in CATALOGUE if m.scheduler_teardown]
+    assert {m.name for m in teardown} == {
         "recompute_pause_keeps_ownership",
         "recompute_pause_terminates",
     }
-    for mutant in opt_in:
+    assert not any(scenarios.load(n).scheduler_tears_down for n in scenarios.shipped_names())
+    for mutant in teardown:
         hunted = gate.hunted_scenarios(mutant)
-        assert hunted and all(scenarios.load(n).scheduler_tears_down for n in hunted)
-        assert not set(hunted) & set(scenarios.shipped_names())
+        assert hunted == scenarios.shipped_names()
+        for name in hunted:
+            assert machine_class(f"mutant:{mutant.name}", name).scenario.scheduler_tears_down
 
 
 # ---- the pass rule and the table, on rows made by hand ----

@@ -7,7 +7,15 @@ import unittest
 import hypothesis
 
 from peftlife.search import profiles, scenarios
-from peftlife.search.hunt import SLICE, by_pressure, hunt, lifecycle_machine, pressures, search
+from peftlife.search.hunt import (
+    FIRST_SLICE,
+    SLICE,
+    by_pressure,
+    hunt,
+    lifecycle_machine,
+    pressures,
+    search,
+)
 from peftlife.search.machine import machine_class
 
 SMALL = hypothesis.settings(profiles.get("ci"), max_examples=SLICE + 3)
@@ -21,10 +29,20 @@ def test_when_nothing_fails_every_scenario_spends_its_whole_budget() -> None:
 
 
 def test_a_defect_one_scenario_reaches_is_found_in_the_first_turns() -> None:
-    """budget_ignores_unscheduled_owners is never caught in the first scenarios by name."""
-    result = hunt("mutant:budget_ignores_unscheduled_owners", profiles.get("ci"), seed=3)
-    assert result.failure is not None
-    assert result.examples_to_find < profiles.get("ci").max_examples
+    """A defect of the overlap executor, hunted through the simple scenarios and one
+    overlap scenario: only that one can catch it (tests/search/test_gate.py shows the
+    simple loop schedules it as the reference), and the scenarios before it in the
+    turns do not spend their budgets first: it is met in the first two turns."""
+    simple = [n for n in scenarios.shipped_names() if not scenarios.load(n).overlap]
+    names = [*simple, "overlap"]
+    order = by_pressure(names)
+    ahead = order.index("overlap")
+    assert ahead >= 1  # some scenario's turn comes first
+    ci = profiles.get("ci")
+    result = hunt("mutant:evicts_inflight", ci, scenario_names=names, seed=3)
+    assert result.failure is not None and result.scenario == "overlap"
+    # Searched one after another, the scenarios before it would have spent ahead * 300.
+    assert result.examples_to_find <= len(names) * (FIRST_SLICE + SLICE) < ahead * ci.max_examples
 
 
 def test_the_same_seed_gives_the_same_finding() -> None:

@@ -46,8 +46,7 @@ class Opening:
     Drawn one rule at a time, most examples spread their requests out and let
     cancels relieve the pressure first: the suspensions, recompute pauses and
     evictions where lifecycle defects live came in a few examples in a hundred
-    (bench/detection.py measures it). And an example whose swarm draw dropped
-    ``submit`` still has requests to schedule.
+    (bench/detection.py measures it).
     """
 
     # The fewest requests of the burst (three contend for a device that holds about

@@ -2,7 +2,9 @@
 
 Two patches make a search cheaper and repeatable: ``stable_constants`` pins
 the pool of constants Hypothesis mines from loaded modules, and
-``digests_once`` computes a machine's source digest once per search. Two
+``digests_once`` computes a machine's source digest once per search; one
+makes a search find more: ``every_rule_enabled`` turns off Hypothesis's
+per-example choice of which rules a machine may draw. Two
 reads follow Hypothesis where it has no public word: ``forced_seed`` (its
 ``--hypothesis-seed``) and ``observing`` (its observability callbacks). The
 pytest plugin reads Hypothesis's statistics collector (``statistics``). All
@@ -26,9 +28,10 @@ _CONSTANTS = ("_local_constants", "_sys_modules_len", "_seen_modules", "CONSTANT
 _PRIVATE: dict[str, tuple[str, ...]] = {
     "hypothesis.internal.conjecture.providers": _CONSTANTS,
     "hypothesis.core": ("function_digest", "global_force_seed"),
-    "hypothesis.stateful": ("function_digest",),
     "hypothesis.internal.reflection": ("function_digest",),
     "hypothesis.internal.observability": ("with_observability_callback",),
+    # A machine's rule strategy and the swarm draw it makes (``every_rule_enabled``).
+    "hypothesis.stateful": ("function_digest", "RuleStrategy"),
     # The pytest plugin's (``peftlife.doors.plugin``): statistics of a machine's case.
     "hypothesis.statistics": ("collector", "describe_statistics"),
 }
@@ -74,6 +77,32 @@ def observing(callback: Callable[[Any], None]) -> Iterator[None]:
         return
     with with_observability_callback(callback):
         yield
+
+
+class _EveryRule:
+    """Hypothesis's feature flags as a machine's rule strategy reads them: all on."""
+
+    def is_enabled(self, name: Any) -> bool:
+        return True
+
+
+def every_rule_enabled(machine: Any) -> None:
+    """Let every example of ``machine`` draw any of its rules.
+
+    Hypothesis's swarm testing drops a random subset of a machine's rules from
+    each example. A lifecycle defect needs several letters in one example (the
+    executor's iterations, a fault, submits beyond what the device holds), and
+    with four to six rules only about a fifth of the examples kept them all:
+    the others found the catalogue's defects at a half to a tenth of the rate
+    (bench/detection.py). The scenario says which letters a search has. Reads
+    the machine's private rule strategy, so if Hypothesis moves it this does
+    nothing and the search keeps Hypothesis's swarm.
+    """
+    strategy = getattr(machine, "_rules_strategy", None)
+    if strategy is not None and hasattr(strategy, "enabled_rules_strategy"):
+        from hypothesis import strategies as st
+
+        strategy.enabled_rules_strategy = st.just(_EveryRule())
 
 
 @contextmanager

@@ -242,18 +242,15 @@ def hunted_scenarios(mutant: Mutant) -> list[str]:
     Every one, except for a mutant whose trigger needs the overlap executor: it
     is hunted through the overlap scenarios only, since under the simple loop
     (no batch on the device, no retiring request) it schedules as the reference
-    does and no simple scenario can catch it; and a mutant that is a defect only
-    where the executor leaves the recompute teardown to the scheduler, hunted
-    through the opt-in scenarios of that rule.
+    does and no simple scenario can catch it. A mutant that is a defect only
+    where the executor leaves the recompute teardown to the scheduler is hunted
+    through every one too: it carries that world, and every search of it runs
+    there (``scenarios.for_sut``).
 
     >>> from peftlife.sut.mutants import BY_NAME
     >>> hunted_scenarios(BY_NAME["schedules_retiring"])[:2]
     ['overlap', 'overlap-empty']
     """
-    if mutant.scheduler_teardown:
-        return [
-            name for name in scenarios.opt_in_names() if scenarios.load(name).scheduler_tears_down
-        ]
     names = [name for name in scenarios.shipped_names() if name not in mutant.not_hunted_in]
     if not mutant.overlap:
         return names

@@ -115,8 +115,13 @@ def search(
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
-    Hypothesis searches without its own shrink phase; with ``shrink`` the first
-    failing example is then minimized over its trace (``peftlife.search.shrink``), which
+    Hypothesis searches in slices of ``SLICE`` examples, each with its own seed
+    derived from ``seed``, as the turns of a hunt of this one scenario: past its
+    tenth example, Hypothesis follows each new one with up to five copies of
+    parts of it, which mostly tell the same lifecycle again (the chance that an
+    example finds a catalogue defect fell several-fold there; bench/detection.py).
+    It searches without its own shrink phase; with ``shrink`` the first failing
+    example is then minimized over its trace (``peftlife.search.shrink``), which
     takes well under a second where Hypothesis's shrink re-runs whole examples
     for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
     ``schedule_deadline`` is how long one call of the scheduler may take;
@@ -129,8 +134,7 @@ def search(
     subject = sut.resolve(sut_spec)
 
     def work(told: Callable[[int, int], None] | None) -> SearchResult:
-        with compat.stable_constants(), compat.digests_once():
-            result = _search(subject, scenario, settings, seed, told, schedule_deadline, mixin)
+        result = _hunt(subject, settings, [scenario], seed, told, mixin, schedule_deadline)
         if result.found is not None:
             result = attrs.evolve(result, found=attrs.evolve(result.found, seed=seed))
         return result
@@ -247,9 +251,10 @@ def _one_run(
     )
 
 
-# Examples per slice of a hunt. Below ten, Hypothesis skips its opening phase of
-# deliberately small examples (a tenth of a run's budget), which never build the
-# pressure most defects need; every example of a short slice is drawn at full size.
+# Examples per slice of a search or a hunt. Below ten, Hypothesis skips its opening
+# phase of deliberately small examples (a tenth of a run's budget), which never build
+# the pressure most defects need, and it never follows an example with copies of parts
+# of it (it starts at the tenth): every example of a short slice is a fresh full draw.
 SLICE = 9
 # The first turn's slices are shorter: a defect that only a few scenarios reach
 # meets its scenario after a few examples of each, not after nine.
@@ -268,7 +273,8 @@ def hunt(
     """Search several scenarios (every shipped one by default) at once, until one fails.
 
     The scenarios take turns, most pressure first (``by_pressure``), ``FIRST_SLICE``
-    examples each in the first turn and ``SLICE`` after, every slice with its own
+    examples each in the first turn (``SLICE`` for a lone scenario) and ``SLICE``
+    after, every slice with its own
     seed derived from ``seed`` (0 under a derandomized profile), so a defect only
     one scenario reaches is found after a few rounds instead of after every
     scenario before it in the list has spent its whole budget. Each scenario
@@ -300,6 +306,7 @@ def _hunt(
     seed: int | None,
     progress: Callable[[int, int], None] | None,
     mixin: type | None,
+    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
 ) -> SearchResult:
     base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
     spent = dict.fromkeys(names, 0)
@@ -314,7 +321,7 @@ def _hunt(
     def run(name: str, part: hypothesis.settings, seed_of: int | None) -> SearchResult:
         """One slice, added to what ran before it."""
         nonlocal done
-        result = _search(subject, name, part, seed_of, tick, mixin=mixin)
+        result = _search(subject, name, part, seed_of, tick, schedule_deadline, mixin)
         coverage.update(result.coverage)
         spent[name] += result.examples
         done = SearchResult(
@@ -341,8 +348,10 @@ def _hunt(
             open_names = [n for n in names if spent[n] < settings.max_examples]
             if not open_names:
                 break
+            # Short first slices are for meeting many scenarios soon; one has nothing to meet.
+            first = FIRST_SLICE if len(names) > 1 else SLICE
             for name in open_names:
-                budget = min(SLICE if turn else FIRST_SLICE, settings.max_examples - spent[name])
+                budget = min(SLICE if turn else first, settings.max_examples - spent[name])
                 part = hypothesis.settings(settings, max_examples=budget, phases=generating)
                 result = run(name, part, _slice_seed(base, name, turn))
                 if result.found is not None:

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from peftlife import sut
 from peftlife.checker import drain, registry
 from peftlife.checker.invariants import Violation
-from peftlife.search import actions, outside, scenarios, shrink
+from peftlife.search import actions, compat, outside, scenarios, shrink
 from peftlife.search.failure import Finding, LifecycleFailure, Run
 from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, apply
@@ -206,6 +206,8 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def __init__(self, search: SearchContext | None = None) -> None:
         super().__init__()
+        # Every example may draw every letter of its scenario (no Hypothesis swarm).
+        compat.every_rule_enabled(self)
         # Built with no search (Hypothesis calling the class itself), an example
         # tallies for itself.
         self.search = search if search is not None else SearchContext.of(type(self))
