@@ -42,7 +42,7 @@ explore: setup
 # later than its first (bench/findings.py, printed only). Last, the detection
 # table: how often and how soon fresh dev runs find each mutant (bench/detection.py).
 # BENCH_ARGS=--quick for a shorter run. `make test` runs bench/search.py at its
-# --smoke sizes (tests/test_bench_search.py), which checks the table's shape only.
+# --smoke sizes (tests/e2e/test_bench_search.py), which checks the table's shape only.
 bench: setup
 	$(BIN)/python -m bench.search $(BENCH_ARGS)
 	$(BIN)/python -m bench.fuzz --out docs/benchmarks.md
