@@ -9,8 +9,16 @@ and a later ``search`` keeps those.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+
+
+def cpu() -> float:
+    """CPU seconds of this process and of its waited-for children: a search runs in
+    a supervised child (``peftlife.world.supervisor``), which ``process_time`` misses."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def write_section(path: Path, heading: str, text: str) -> None:

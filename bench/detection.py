@@ -40,7 +40,7 @@ from pathlib import Path
 import attrs
 import hypothesis
 
-from bench import write_section
+from bench import cpu, write_section
 from peftlife.search import gate, profiles, scenarios, session
 from peftlife.search.hunt import SearchResult, by_pressure, hunt, lifecycle_machine, search
 from peftlife.sut.mutants import BY_NAME, CATALOGUE, Mutant
@@ -56,13 +56,6 @@ PYTEST_MUTANTS = (
     ("recompute_pause_keeps_ownership", "kv-pressure"),
     ("phantom_pause_unstarted", "overlap"),
 )
-
-
-def cpu() -> float:
-    """CPU seconds of this process and of its waited-for children: a search runs in
-    a supervised child (``peftlife.world.supervisor``), which ``process_time`` misses."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 @attrs.frozen
