@@ -76,6 +76,20 @@ def test_explore_a_mutant_reports_a_shortest_counterexample(
     assert again == cli.EXIT_FOUND
 
 
+def test_explore_for_one_invariant_passes_over_the_others(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """pause_flag_dropped breaks ownership at 4 actions here; asked for pages_conserved, the
+    exploration looks past that failure, says so, and proves none of its own."""
+    argv = [*PAUSE_FLAG_DROPPED, "--report-dir", str(tmp_path)]
+    assert cli.main([*argv, "--invariant", "pages_conserved"]) == cli.EXIT_HELD
+    out = capsys.readouterr().out
+    assert "no violation of pages_conserved up to depth 4" in out
+    assert "passed over a failure on ownership_follows_residency at 4 actions" in out
+    assert cli.main([*argv, "--invariant", "ownership_follows_residency", "-q"]) == cli.EXIT_FOUND
+    assert "a shortest counterexample has 4 actions" in capsys.readouterr().out
+
+
 # ---- what an exploration leaves for CI ----
 
 
@@ -173,6 +187,7 @@ def test_an_exploration_s_counterexample_is_a_junit_failure_with_its_report(
         (["explore", "--depth", "0"], "--depth"),
         (["explore", "--prompt-lens", "four"], "--prompt-lens"),
         (["explore", "--scenario", "nowhere"], "unknown scenario"),
+        (["explore", "--invariant", "nowhere"], "peftlife invariants"),
     ],
 )
 def test_explore_bad_input_exits_2(

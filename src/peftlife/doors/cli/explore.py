@@ -54,6 +54,13 @@ def add_parser(command: NewCommand) -> None:
     ex.add_argument(
         "--max-states", type=positive, default=MAX_STATES, help="stop after this many states"
     )
+    ex.add_argument(
+        "--invariant",
+        default=None,
+        metavar="NAME",
+        help="look for a failure of this invariant only, passing over the others' "
+        "(names: peftlife invariants)",
+    )
     outputs.add_options(ex, junit_cases="one test case, failed by a counterexample")
     common_options(ex, "explore", report_dir={"help": "where the reports and summary.json go"})
     ex.set_defaults(run=run)
@@ -69,6 +76,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             raise BadInput(str(err)) from err
         config, scenario = case.config, args.scenario or case.scenario
     scenario = scenario or "default"
+    if args.invariant is not None and args.invariant not in registry.BY_NAME:
+        raise BadInput(
+            f"unknown invariant {args.invariant!r}; `peftlife invariants` lists the names"
+        )
     subject = validate(args.sut, scenario)
     outputs_writable(args)
     s = scenarios.for_sut(scenarios.load(scenario), args.sut)
@@ -89,9 +100,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
             alphabet=letters,
             max_states=args.max_states,
             progress=lambda states: emit(events.ExamplesRan(states)),
+            invariant=args.invariant,
         )
     seconds = round(time.perf_counter() - start, 2)
     notes = tuple(not_checked_note(i, [scenario]) for i in registry.not_checked(world))
+    if result.passed_over is not None:  # what --invariant looked past, for whoever wonders
+        other = result.passed_over
+        notes += (
+            f"passed over a failure on {other.invariant} at {len(other.run.actions)} actions "
+            f"(--invariant {args.invariant})",
+        )
     summary = ExplorationSummary(
         args.sut,
         scenario,
@@ -104,11 +122,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
         notes=notes,
     )
     if result.failure is None:
+        violation = "violation" if args.invariant is None else f"violation of {args.invariant}"
         if result.complete:
-            verdict = f"no violation up to depth {args.depth}"
+            verdict = f"no {violation} up to depth {args.depth}"
         else:
             verdict = (
-                f"no violation up to depth {result.depth}; the state limit "
+                f"no {violation} up to depth {result.depth}; the state limit "
                 f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
             )
         console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
