@@ -200,7 +200,7 @@ def test_each_pass_counts_its_replays_and_what_it_removed() -> None:
     assert sum(p.attempts for p in shrunk.passes) + 1 == shrunk.steps
     removed = sum(p.actions_removed for p in shrunk.passes)
     assert removed == len(ACTIONS) - len(shrunk.actions) > 0
-    assert shrunk.describe() == f"shrink: 10 passes, {shrunk.replays} replays"
+    assert shrunk.describe() == f"shrink: 11 passes, {shrunk.replays} replays"
 
 
 def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
@@ -285,3 +285,20 @@ def test_an_inserted_request_shifts_the_ids_the_later_cancels_name() -> None:
         b,
         Action("cancel", request_id=3),
     )
+
+
+def test_the_adapters_left_are_numbered_from_one() -> None:
+    """The long case with its adapters renamed 5 and 3: the shrunk case names adapter 1
+    (and the world holds it), not "adapter 3" or "adapter 5" alone."""
+    rename = {1: 5, 2: 3}
+    config = attrs.evolve(
+        CONFIG, adapter_pages=tuple((rename[t], p) for t, p in CONFIG.adapter_pages)
+    )
+    actions = tuple(
+        attrs.evolve(a, lora_task_id=rename[a.lora_task_id]) if a.kind == "submit" else a
+        for a in ACTIONS
+    )
+    shrunk = _minimize(config, actions, MUTANT, "ownership_follows_residency")
+    named = {a.lora_task_id for a in shrunk.actions if a.kind == "submit"}
+    assert named == {1}
+    assert [task for task, _ in shrunk.config.adapter_pages] == [1]

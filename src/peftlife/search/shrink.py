@@ -533,6 +533,14 @@ class _Shrinker:
             ),
         )
 
+    def renumber_adapters(self) -> None:
+        """The adapters numbered 1, 2, ... in the order the requests first name them,
+        in the world and the actions together: "adapter 3" alone reads as if two
+        others had been left out."""
+        renumbered = _renumbered_adapters(self.config, self.actions)
+        if renumbered is not None:
+            self.adopt(*renumbered)
+
     def merge_neighbours(self) -> None:
         """Two neighbouring actions replaced by a copy of one of the case's actions (two
         small requests by one like a larger one, say): one action less."""
@@ -594,6 +602,7 @@ PASSES: tuple[Callable[[_Shrinker], None], ...] = (
     _Shrinker.simplify_actions,
     _Shrinker.simplify_config,
     _Shrinker.shrink_pressure,
+    _Shrinker.renumber_adapters,
 )
 # Passes that propose many candidates for a rare success: run only when a round of
 # ``PASSES`` changed nothing, to move the shrink on from where they are stuck.
@@ -846,6 +855,32 @@ def _unused_adapters(config: EngineConfig, actions: tuple[Action, ...]) -> Itera
     kept = tuple((t, p) for t, p in config.adapter_pages if t in used)
     if kept != config.adapter_pages and kept:
         yield attrs.evolve(config, adapter_pages=kept)
+
+
+def _renumbered_adapters(
+    config: EngineConfig, actions: tuple[Action, ...]
+) -> tuple[EngineConfig, tuple[Action, ...]] | None:
+    """The case with its adapters numbered 1, 2, ... by first use (the world's unused
+    ones after), or None when they already are.
+
+    >>> config = EngineConfig(adapter_pages=((3, 1), (1, 2)))
+    >>> submit = Action("submit", lora_task_id=3, prompt_len=1, max_new_tokens=1)
+    >>> world, acts = _renumbered_adapters(config, (submit,))
+    >>> world.adapter_pages, acts[0].lora_task_id
+    (((1, 1), (2, 2)), 1)
+    """
+    named = [a.lora_task_id for a in actions if a.kind == "submit" and a.lora_task_id]
+    order = list(dict.fromkeys([*named, *(task for task, _ in config.adapter_pages)]))
+    number = {task: new for new, task in enumerate(order, start=1)}
+    if all(task == new for task, new in number.items()):
+        return None
+    pages = tuple((number[task], p) for task, p in config.adapter_pages)
+    return attrs.evolve(config, adapter_pages=pages), tuple(
+        attrs.evolve(a, lora_task_id=number[a.lora_task_id])
+        if a.kind == "submit" and a.lora_task_id
+        else a
+        for a in actions
+    )
 
 
 def _no_draft_pool(config: EngineConfig, actions: tuple[Action, ...]) -> Iterator[EngineConfig]:
