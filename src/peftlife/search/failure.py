@@ -171,26 +171,24 @@ def _minimized(
         progress=progress,
     )
     smaller = Run(run.sut, run.scenario, shrunk.config, shrunk.actions)
-    if shrunk.stopped == "interrupted":
-        # No replay now (it may wait out a hang): whoever reports it replays it.
+
+    def as_shrunk(violations: Iterable[Violation]) -> LifecycleFailure:
+        # The search's seed and where it met the finding stay; hung and died do not.
         return LifecycleFailure(
-            failure.violations,
+            violations,
             smaller,
             shrunk=True,
             shrink=shrunk,
             seed=failure.seed,
             replayed=failure.replayed,
         )
+
+    if shrunk.stopped == "interrupted":
+        # No replay now (it may wait out a hang): whoever reports it replays it.
+        return as_shrunk(failure.violations)
     outcome = checked_replay(
         shrunk.config, shrunk.actions, factory, schedule_deadline=schedule_deadline
     )
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
-    return LifecycleFailure(
-        outcome.violations,
-        smaller,
-        shrunk=True,
-        shrink=shrunk,
-        seed=failure.seed,
-        replayed=failure.replayed,
-    )
+    return as_shrunk(outcome.violations)

@@ -164,44 +164,6 @@ def died_result(sut_spec: str) -> Callable[[LifecycleFailure, int, float], Searc
     return result
 
 
-def _search(
-    subject: sut.Resolved,
-    scenario: str,
-    settings: hypothesis.settings,
-    seed: int | None,
-    progress: Callable[[int, int], None] | None,
-    schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
-    mixin: type | None = None,
-) -> SearchResult:
-    if seed is None or settings.database is None or Phase.reuse not in settings.phases:
-        return _one_run(subject, scenario, settings, seed, progress, schedule_deadline, mixin)
-    # A seed names one search wherever it runs. The examples the database holds are
-    # replayed first, in a run of their own: in the same run they would steer what
-    # the seed generates (Hypothesis steers away from what it has run already), and a
-    # finding they give would pass for the seed's.
-    saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
-    saved = _one_run(subject, scenario, saved_only, None, progress, schedule_deadline, mixin)
-    if saved.found is not None:
-        return attrs.evolve(saved, found=attrs.evolve(saved.found, replayed=True))
-
-    def after_saved(examples: int, iterations: int) -> None:
-        if progress is not None:
-            progress(saved.examples + examples, saved.iterations + iterations)
-
-    fresh = hypothesis.settings(settings, phases=[p for p in settings.phases if p != Phase.reuse])
-    result = _one_run(subject, scenario, fresh, seed, after_saved, schedule_deadline, mixin)
-    coverage = Counter(saved.coverage)
-    coverage.update(result.coverage)
-    return attrs.evolve(
-        result,
-        examples=saved.examples + result.examples,
-        examples_to_find=saved.examples + result.examples_to_find,
-        seconds=saved.seconds + result.seconds,
-        coverage=coverage,
-        iterations=saved.iterations + result.iterations,
-    )
-
-
 def _one_run(
     subject: sut.Resolved,
     scenario: str,
@@ -321,7 +283,7 @@ def _hunt(
     def run(name: str, part: hypothesis.settings, seed_of: int | None) -> SearchResult:
         """One slice, added to what ran before it."""
         nonlocal done
-        result = _search(subject, name, part, seed_of, tick, schedule_deadline, mixin)
+        result = _one_run(subject, name, part, seed_of, tick, schedule_deadline, mixin)
         coverage.update(result.coverage)
         spent[name] += result.examples
         done = SearchResult(
@@ -342,7 +304,9 @@ def _hunt(
             for name in names:
                 if (saved := run(name, saved_only, None).found) is not None:
                     return attrs.evolve(done, found=attrs.evolve(saved, replayed=True))
-        # Replayed once above: a slice generates from its own seed alone (``_search``).
+        # Replayed once above, in runs of their own: what the database holds would
+        # otherwise steer what a slice's seed generates, and a finding it gave would
+        # pass for the seed's. A slice generates from its own seed alone.
         generating = [p for p in settings.phases if p != Phase.reuse]
         for turn in itertools.count():
             open_names = [n for n in names if spent[n] < settings.max_examples]
