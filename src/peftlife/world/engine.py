@@ -550,45 +550,29 @@ class Engine:
             rid = r.request_id
             registered, recompute = rid in ever_registered, rid in pending
             kv, draft_kv = target.view(rid), None if draft is None else draft.view(rid)
-            # Everything the view shows: a request the iteration left alone keeps its view.
-            seen = (
+            # Everything the view shows, in its fields' order after the id: the key that
+            # lets a request the iteration left alone keep its view is the view itself.
+            shows = (
                 r.lora_task_id,
                 r.state,
                 r.context_current_position,
-                r.num_folded,
+                r.context_len,
                 r.num_generated,
                 r.max_new_tokens,
-                r.prompt_len,
-                r.lora_weights,
-                r.lora_path,
+                r.is_started,
                 registered,
                 recompute,
                 kv,
                 draft_kv,
+                r.prompt_len,
+                r.lora_weights,
+                r.lora_path,
             )
             before = last.get(rid)
-            if before is not None and before[0] == seen:
-                shown[rid] = before
-                continue
             shown[rid] = (
-                seen,
-                RequestView(
-                    request_id=rid,
-                    lora_task_id=r.lora_task_id,
-                    state=r.state,
-                    position=r.context_current_position,
-                    context_len=r.context_len,
-                    num_generated=r.num_generated,
-                    max_new_tokens=r.max_new_tokens,
-                    started=r.is_started,
-                    ever_registered=registered,
-                    recompute_pending=recompute,
-                    target=kv,
-                    draft=draft_kv,
-                    prompt_len=r.prompt_len,
-                    lora_weights=r.lora_weights,
-                    lora_path=r.lora_path,
-                ),
+                before
+                if before is not None and before[0] == shows
+                else (shows, RequestView(rid, *shows))
             )
         self._request_views = shown
         requests = tuple(view for _, view in shown.values())
