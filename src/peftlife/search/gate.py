@@ -239,22 +239,24 @@ class ReferenceRun:
 def hunted_scenarios(mutant: Mutant) -> list[str]:
     """The shipped scenarios the gate hunts a mutant through, in the order they take turns.
 
-    Every one, except for a mutant whose trigger needs the overlap executor: it
-    is hunted through the overlap scenarios only, since under the simple loop
-    (no batch on the device, no retiring request) it schedules as the reference
-    does and no simple scenario can catch it. A mutant that is a defect only
-    where the executor leaves the recompute teardown to the scheduler is hunted
-    through every one too: it carries that world, and every search of it runs
-    there (``scenarios.for_sut``).
+    Every one that can catch it (``scenarios.catchable``): a mutant whose trigger
+    needs the overlap executor is hunted through the overlap scenarios only, since
+    under the simple loop (no batch on the device, no retiring request) it
+    schedules as the reference does. A mutant that is a defect only where the
+    executor leaves the recompute teardown to the scheduler is hunted through
+    every one: it carries that world, and every search of it runs there
+    (``scenarios.for_sut``).
 
     >>> from peftlife.sut.mutants import BY_NAME
     >>> hunted_scenarios(BY_NAME["schedules_retiring"])[:2]
     ['overlap', 'overlap-empty']
     """
-    names = [name for name in scenarios.shipped_names() if name not in mutant.not_hunted_in]
-    if not mutant.overlap:
-        return names
-    return [name for name in names if scenarios.load(name).overlap]
+    spec = f"mutant:{mutant.name}"
+    return [
+        name
+        for name in scenarios.shipped_names()
+        if name not in mutant.not_hunted_in and scenarios.catchable(spec, [name])
+    ]
 
 
 @attrs.frozen
