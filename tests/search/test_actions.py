@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from peftlife.checker.invariants import Subject, Violation
 from peftlife.search import actions, scenarios
-from peftlife.search.explore import Alphabet
+from peftlife.search.breadth import Alphabet
 from peftlife.search.failure import LifecycleFailure, Run
 from peftlife.search.machine import machine_class
 from peftlife.search.trace import Action

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from peftlife.search import gate, profiles, scenarios
-from peftlife.search.explore import Alphabet, explore, shortest_like
+from peftlife.search.breadth import Alphabet
+from peftlife.search.explore import explore, shortest_like
 from peftlife.search.failure import LifecycleFailure, Run, minimized
 from peftlife.search.hunt import hunt
 from peftlife.search.trace import Action, checked_replay

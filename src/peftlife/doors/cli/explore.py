@@ -36,7 +36,8 @@ from peftlife.doors.outputs.records import ExplorationSummary
 from peftlife.doors.outputs.story import for_ci, written
 from peftlife.doors.outputs.unchecked import not_checked_note
 from peftlife.search import events, scenarios
-from peftlife.search.explore import MAX_STATES, Alphabet, explore
+from peftlife.search.breadth import Alphabet
+from peftlife.search.explore import MAX_STATES, explore
 
 
 def add_parser(command: NewCommand) -> None:

@@ -1,0 +1,219 @@
+"""Breadth-first search over one world's states: the shortest failing trace, or none.
+
+From the empty world it applies every action of an ``Alphabet`` (the
+machine's own letters, ``peftlife.search.actions``, with a finite choice of
+requests to submit), one level of depth at a time, and merges states whose
+world has the same fingerprint. Each iteration is checked as the machine
+checks it, and every new state is drained (invariant 12) on a copy, so the
+first failing trace it meets is a shortest one.
+
+Two callers: the explorer (``peftlife.search.explore``), which runs it under
+the outside watchdog and makes a finding of what it meets, and the shrinker's
+last pass (``peftlife.search.failure.minimized``), which asks it for a failure
+shorter than the case it is stuck on.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Hashable, Iterator
+
+import attrs
+
+from peftlife.checker import drain, registry
+from peftlife.search.actions import Letter, enabled, ranges, submits
+from peftlife.search.scenarios import Scenario
+from peftlife.search.trace import Action, apply, replay
+from peftlife.world import untrusted
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
+from peftlife.world.protocol import SchedulerFactory
+
+
+@attrs.frozen
+class Alphabet:
+    """The actions the search may take: the scenario's letters (``peftlife.search.actions``)
+    with a finite choice of requests to submit."""
+
+    letters: tuple[Letter, ...]
+    submits: tuple[Action, ...]
+    max_requests: int
+
+    @classmethod
+    def of(
+        cls,
+        scenario: Scenario,
+        config: EngineConfig,
+        prompt_lens: tuple[int, ...] | None = None,
+        max_new_tokens: tuple[int, ...] | None = None,
+    ) -> Alphabet:
+        """The scenario's actions in ``config``; lengths default to each range's two ends.
+
+        >>> from peftlife.search import scenarios
+        >>> s = scenarios.load("kv-pressure")
+        >>> len(Alphabet.of(s, scenarios.smallest_world(s)).submits)  # 1 adapter x 2 x 2
+        4
+        """
+        sizes = {"prompt_len": prompt_lens or (), "max_new_tokens": max_new_tokens or ()}
+        return cls(enabled(scenario), submits(scenario, config, sizes), scenario.max_requests)
+
+    @classmethod
+    def around(
+        cls, scenario: Scenario, config: EngineConfig, actions: tuple[Action, ...]
+    ) -> Alphabet:
+        """The scenario's actions in ``config``, with the sizes ``actions`` submit besides
+        each range's two ends: where a case's shorter neighbours are looked for."""
+        submitted = [a for a in actions if a.kind == "submit"]
+        prompt, output = ranges(scenario)["prompt_len"], ranges(scenario)["max_new_tokens"]
+        prompts = sorted({a.prompt_len for a in submitted} | {prompt.lo, prompt.hi})
+        outputs = sorted({a.max_new_tokens for a in submitted} | {output.lo, output.hi})
+        return cls.of(scenario, config, tuple(prompts), tuple(outputs))
+
+    def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
+        """The actions open after ``trace``, in a fixed order (so a search is deterministic)."""
+        for letter in self.letters:
+            yield from letter.choices(engine, trace, self)
+
+
+@attrs.frozen
+class Searched:
+    """How a search ended: the first failing trace it met, or how far it proved none."""
+
+    # The failure looked for, a shortest one; None if none was met.
+    failure: tuple[Action, ...] | None
+    # The depth covered (or at which the failure was met) and the states visited.
+    depth: int
+    states: int
+    # False when the state limit stopped the search before its depth was covered.
+    complete: bool
+    # When the search was for one invariant: the first failure on another that it
+    # passed over (a shortest one of any kind, shorter than ``failure``), else None.
+    passed_over: tuple[Action, ...] | None = None
+
+
+def fingerprint(engine: Engine) -> Hashable:
+    """Everything that decides the world's future: two states with equal prints behave alike.
+
+    The world of the snapshot (requests, ownership, pools, LoRA caches with their
+    eviction order), plus what a snapshot leaves out: pending faults and
+    cancellations, each request's weights and folded tokens, the next request id,
+    and what the overlap loop has yet to read back.
+    """
+    extra = tuple(
+        (r.request_id, r.lora_weights, r.lora_path, r.num_folded, r.context_chunk_size)
+        for r in engine.live_requests
+    )
+    faults = tuple(pool.pending_faults for pool in engine.pools)
+    return (
+        engine.snapshot().world(),
+        extra,
+        faults,
+        tuple(engine.pending_cancels),
+        engine.next_request_id,
+        engine.pending_read_back,
+    )
+
+
+def search(
+    factory: SchedulerFactory,
+    world: EngineConfig,
+    letters: Alphabet,
+    depth: int,
+    *,
+    max_states: int,
+    invariant: str | None = None,
+    trying: Callable[[tuple[Action, ...]], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Searched:
+    """Every trace up to ``depth`` actions in ``world``, breadth first; the first failure.
+
+    ``invariant`` names the one failure to look for: a trace whose first violation
+    is on another invariant is passed over (kept in ``passed_over`` when it is the
+    first) and, if a step check broke, not extended, since every longer trace
+    through it fails there first. A failure that only the drain saw is extended:
+    more actions may change what the drain meets.
+
+    It stops after ``max_states`` states: the bound of its loop, since every level
+    adds at least one state or ends the search. States are merged on their
+    fingerprint only for a scheduler that declares
+    ``keeps_no_state_between_passes = True`` (read by ``Engine.state_declaration``);
+    for any other the search is a plain tree, exact but larger. ``trying`` is told
+    each trace before it is run (the watchdog's journal), ``progress`` the count
+    of states as it grows.
+    """
+    root = Engine(world, factory)
+    # A declaration that raised is a finding, which the drain of the first state reports.
+    merge = root.state_declaration().stateless
+    copied = _Copies(world, factory)
+    seen: set[Hashable] = {fingerprint(root)}
+    frontier: list[tuple[Engine, tuple[Action, ...]]] = [(root, ())]
+    states = 1
+    passed_over: tuple[Action, ...] | None = None
+
+    def looked_for(actions: tuple[Action, ...], first: str) -> bool:
+        nonlocal passed_over
+        if invariant is None or first == invariant:
+            return True
+        passed_over = passed_over or actions
+        return False
+
+    for level in range(1, depth + 1):
+        following: list[tuple[Engine, tuple[Action, ...]]] = []
+        for engine, trace in frontier:
+            for action in letters.actions(engine, trace):
+                child = copied(engine, trace)
+                actions = (*trace, action)
+                if trying is not None:
+                    trying(actions)
+                snapshot = apply(child, action)
+                broken = registry.check(snapshot, world) if snapshot is not None else []
+                if broken:
+                    if looked_for(actions, broken[0].invariant):
+                        return Searched(actions, level, states, True, passed_over)
+                    continue  # every trace through here fails first on another invariant
+                key = fingerprint(child) if merge else actions
+                if key in seen:
+                    continue
+                seen.add(key)
+                states += 1
+                if progress is not None:
+                    progress(states)
+                drained = drain.drain(copied(child, actions)).violations
+                if drained and looked_for(actions, drained[0].invariant):
+                    return Searched(actions, level, states, True, passed_over)
+                if states >= max_states:
+                    return Searched(None, level - 1, states, False, passed_over)
+                following.append((child, actions))
+        frontier = following
+        if not frontier:
+            break
+    return Searched(None, depth, states, True, passed_over)
+
+
+class _Copies:
+    """Copies of searched states, each an engine to go on from.
+
+    A copy copies the scheduler, which runs its code (``__deepcopy__``, its
+    ``__reduce_ex__``), and some schedulers cannot be copied (one holding a
+    lock). For those the state is rebuilt instead: a fresh engine replays the
+    trace, which for a deterministic scheduler, as every replay assumes, is
+    the same state. The first copy that fails turns the search to
+    rebuilding for good.
+    """
+
+    def __init__(self, world: EngineConfig, factory: SchedulerFactory) -> None:
+        self.world = world
+        self.factory = factory
+        self.rebuilding = False
+
+    def __call__(self, engine: Engine, trace: tuple[Action, ...]) -> Engine:
+        if not self.rebuilding:
+            try:
+                return untrusted.call(
+                    lambda: copy.deepcopy(engine),
+                    "copying the scheduler",
+                    deadline=engine.schedule_deadline,
+                )
+            except untrusted.Failed:
+                self.rebuilding = True
+        return replay(self.world, trace, self.factory)[0]
