@@ -8,6 +8,7 @@ import attrs
 
 from peftlife.checker.drain import can_drain
 from peftlife.search import scenarios, shrink
+from peftlife.search.failure import LifecycleFailure, Run, minimized
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut import load
 from peftlife.sut.reference import ReferenceScheduler
@@ -302,3 +303,41 @@ def test_the_adapters_left_are_numbered_from_one() -> None:
     named = {a.lora_task_id for a in shrunk.actions if a.kind == "submit"}
     assert named == {1}
     assert [task for task, _ in shrunk.config.adapter_pages] == [1]
+
+
+def test_a_stuck_case_is_shortened_by_a_search_of_its_world() -> None:
+    # Two submits, a fault and a step: no pass shortens it, since the shortest case
+    # (two other submits) changes both requests at once and drops the fault's tail.
+    world = EngineConfig(
+        device_pages=5,
+        host_pages=0,
+        draft_device_pages=None,
+        tokens_per_block=2,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((1, 1),),
+        max_num_tokens=1,
+        max_batch_size=1,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        executor="overlap",
+    )
+    submit = Action(
+        "submit", lora_task_id=1, lora_weights=True, lora_path=True, prompt_len=4, max_new_tokens=2
+    )
+    stuck = (submit, attrs.evolve(submit, max_new_tokens=3), Action("fail_grow"), STEP)
+    spec = "mutant:evicts_inflight"
+    outcome = checked_replay(world, stuck, load(spec))
+    assert outcome.violations[0].invariant == "in_flight_pin"
+    passes_alone = shrink.minimize(
+        shrink.Trace(world, stuck),
+        shrink.same_finding(load(spec), "in_flight_pin"),
+        admits=scenarios.admitting("overlap-kv-pressure"),
+    )
+    assert len(passes_alone.actions) == 4
+    found = LifecycleFailure(outcome.violations, Run(spec, "overlap-kv-pressure", world, stuck))
+    shrunk = minimized(found)
+    assert [a.kind for a in shrunk.run.actions] == ["submit", "submit"]
+    assert shrunk.invariant == "in_flight_pin"
+    assert shrunk.shrink is not None
+    assert "search_world" in {p.name for p in shrunk.shrink.passes}

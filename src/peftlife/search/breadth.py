@@ -16,6 +16,7 @@ shorter than the case it is stuck on.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Hashable, Iterator
 
 import attrs
@@ -124,6 +125,7 @@ def search(
     invariant: str | None = None,
     trying: Callable[[tuple[Action, ...]], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    until: float | None = None,
 ) -> Searched:
     """Every trace up to ``depth`` actions in ``world``, breadth first; the first failure.
 
@@ -133,8 +135,9 @@ def search(
     through it fails there first. A failure that only the drain saw is extended:
     more actions may change what the drain meets.
 
-    It stops after ``max_states`` states: the bound of its loop, since every level
-    adds at least one state or ends the search. States are merged on their
+    It stops after ``max_states`` states, the bound of its loop (every level adds
+    at least one state or ends the search), or at ``until`` (``time.monotonic()``),
+    if given, whichever comes first; then it is not ``complete``. States are merged on their
     fingerprint only for a scheduler that declares
     ``keeps_no_state_between_passes = True`` (read by ``Engine.state_declaration``);
     for any other the search is a plain tree, exact but larger. ``trying`` is told
@@ -181,7 +184,7 @@ def search(
                 drained = drain.drain(copied(child, actions)).violations
                 if drained and looked_for(actions, drained[0].invariant):
                     return Searched(actions, level, states, True, passed_over)
-                if states >= max_states:
+                if states >= max_states or (until is not None and time.monotonic() > until):
                     return Searched(None, level - 1, states, False, passed_over)
                 following.append((child, actions))
         frontier = following

@@ -17,11 +17,16 @@ import attrs
 
 from peftlife import sut
 from peftlife.checker.invariants import Violation
-from peftlife.search import scenarios, shrink
+from peftlife.search import breadth, scenarios, shrink
 from peftlife.search.trace import Action, checked_replay
 from peftlife.world import supervisor
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
+from peftlife.world.protocol import SchedulerFactory
+
+# States the shrink's search of a stuck case's world may visit: every case two
+# actions long in a small world, and most three long, in about a second.
+SEARCH_STATES = 1000
 
 
 @attrs.frozen
@@ -167,6 +172,8 @@ def _minimized(
         shrink.Trace(run.config, run.actions),
         shrink.same_finding(factory, failure.invariant, schedule_deadline, hung=failure.hung),
         admits=scenarios.admitting(run.scenario),
+        # A hung scheduler would wait out its deadline in state after state.
+        shorter=None if failure.hung else _searcher(failure, factory),
         timeout=timeout,
         progress=progress,
     )
@@ -192,3 +199,24 @@ def _minimized(
     if not outcome.violations:  # cannot happen for a deterministic SUT; keep the original
         return failure
     return as_shrunk(outcome.violations)
+
+
+def _searcher(failure: LifecycleFailure, factory: SchedulerFactory) -> shrink.Shorter:
+    """The shrink's search of a stuck case's world: breadth first, for a shorter case on
+    the finding's invariant, among the scenario's actions with the case's own sizes
+    and each range's ends (the explorer's search, ``peftlife.search.breadth``)."""
+    s = scenarios.for_sut(scenarios.load(failure.run.scenario), failure.run.sut)
+
+    def shorter(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
+        found = breadth.search(
+            factory,
+            case.config,
+            breadth.Alphabet.around(s, case.config, case.actions),
+            len(case.actions) - 1,
+            max_states=SEARCH_STATES,
+            invariant=failure.invariant,
+            until=until,
+        ).failure
+        return None if found is None else shrink.Trace(case.config, found)
+
+    return shorter

@@ -17,7 +17,12 @@ passes that removed actions go first. Two costly passes (``LAST_RESORT``)
 run only in a round where the others changed nothing: they replace actions by
 others (two neighbours by a copy of one action, a tail holding a fault by one
 more request), which a failure found by a fault often needs to reach the
-shortest case, and which deletion never finds. A candidate must stay a case the
+shortest case, and which deletion never finds. When those too change nothing,
+one last move leaves the passes behind: a search of the case's own world,
+breadth first, for a shorter case (``Shorter``, given by the caller; the
+explorer's search, ``peftlife.search.breadth``, for a broken invariant), which
+finds what no local move reaches, two requests changed at once say, as long
+as it is a few actions deep. A candidate must stay a case the
 scenario could have generated (``admits``): a smaller case outside it is a
 story the search could never have told, and a dead end for the shrink.
 
@@ -30,8 +35,9 @@ smaller than the case it has (``_Shrinker.adopt``), and drops any other
 candidate before replaying it, so whatever the passes propose, the kept cases
 form a strictly descending chain, which must end. Each loop of a pass moves
 past a place or keeps a smaller case, and each round runs every pass at most
-once (the last-resort ones only when the others changed nothing), at most
-``MAX_ROUNDS`` rounds. Four bounds make the end come soon, whatever the
+once (the last-resort ones only when the others changed nothing, the search
+of the world at most once in the whole shrink, within its own bound of
+states), at most ``MAX_ROUNDS`` rounds. Four bounds make the end come soon, whatever the
 predicate: every verdict asked for costs one step of ``STEP_BUDGET`` (a cached
 one included), every replay one of ``REPLAY_BUDGET``, a replay in which the
 scheduler hung one of ``HUNG_REPLAYS``, and the whole shrink stops at a time
@@ -130,6 +136,10 @@ class Verdict:
 
 # Whether a candidate still fails: a plain bool, or a ``Verdict`` that also says it hung.
 StillFails = Callable[[Trace], "bool | Verdict"]
+# A search of a case's world for a shorter case that still fails, given the
+# ``time.monotonic()`` at which it must give up (None: its own bound alone); None
+# when it finds none. What it returns is replayed like any candidate before it is kept.
+Shorter = Callable[[Trace, "float | None"], "Trace | None"]
 
 
 def same_finding(
@@ -334,6 +344,8 @@ class _Shrinker:
     actions: tuple[Action, ...]
     # Whether a case is one the finding's scenario could have generated.
     admits: Callable[[EngineConfig, Sequence[Action]], bool] = _admit_all
+    # The search for a shorter case, run once when every pass is stuck (None: no search).
+    shorter: Shorter | None = None
     # ``time.monotonic()`` past which no verdict is asked for; None for no cap.
     deadline: float | None = None
     progress: Callable[[ShrinkProgress], None] | None = None
@@ -572,6 +584,14 @@ class _Shrinker:
             lambda start: any(self.try_actions(c) for c in _traded(self.actions, start)),
         )
 
+    def search_world(self) -> None:
+        """A shorter case searched for in the case's world (``shorter``), kept if it fails
+        the same way: what the passes cannot reach by one local move at a time."""
+        if self.shorter is not None:
+            found = self.shorter(self.trace, self.deadline)
+            if found is not None:
+                self.adopt(found.config, found.actions)
+
     def _try_shorter(self, actions: tuple[Action, ...]) -> bool:
         """Keep ``actions`` (same length) only if deleting one action, or two neighbours,
         then still fails: a change that pays for itself.
@@ -610,6 +630,9 @@ LAST_RESORT: tuple[Callable[[_Shrinker], None], ...] = (
     _Shrinker.merge_neighbours,
     _Shrinker.trade_tail,
 )
+# The move after the last resort, once per shrink: its one search costs as much as
+# many passes, and finds the shortest case it can reach the first time.
+SEARCH = _Shrinker.search_world
 
 
 def _usefulness(before: PassStats, after: PassStats) -> int:
@@ -919,6 +942,7 @@ def minimize(
     still_fails: StillFails,
     *,
     admits: Callable[[EngineConfig, Sequence[Action]], bool] | None = None,
+    shorter: Shorter | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     progress: Callable[[ShrinkProgress], None] | None = None,
 ) -> Shrunk:
@@ -928,7 +952,8 @@ def minimize(
     says whether a world and its actions are a case the finding's scenario
     could generate (``scenarios.admitting``); any other candidate is never
     replayed. A trace it does not admit itself (a scenario changed since) is
-    shrunk without it. ``timeout`` caps the whole shrink in seconds (None or
+    shrunk without it. ``shorter`` searches a stuck case's world for a shorter
+    one (once per shrink). ``timeout`` caps the whole shrink in seconds (None or
     0: no cap), and Ctrl-C ends it as a bound does (``stopped`` is
     "interrupted"); ``progress`` is told after every replay.
     """
@@ -944,6 +969,7 @@ def minimize(
         trace.config,
         trace.actions,
         admits,
+        shorter,
         deadline=start + timeout if timeout else None,
         progress=progress,
     )
@@ -959,9 +985,12 @@ def minimize(
                 name = run_pass.__name__
                 was = attrs.evolve(shrinker.stats.get(name, PassStats(name)))
                 useful[name] = _usefulness(was, shrinker.run(run_pass))
-            if shrinker.trace == before:  # stuck: the costly passes, then done if still stuck
+            if shrinker.trace == before:  # stuck: the costly passes, then the search, once
                 for run_pass in LAST_RESORT:
                     shrinker.run(run_pass)
+                searched = SEARCH.__name__ in shrinker.stats
+                if shrinker.trace == before and shorter is not None and not searched:
+                    shrinker.run(SEARCH)
                 if shrinker.trace == before:
                     break
             passes.sort(key=lambda p: useful[p.__name__])  # stable: ties keep their order
@@ -984,7 +1013,7 @@ def minimize(
         timeout=timeout or None,
         passes=tuple(
             shrinker.stats[p.__name__]
-            for p in (*passes, *LAST_RESORT)
+            for p in (*passes, *LAST_RESORT, SEARCH)
             if p.__name__ in shrinker.stats
         ),
         rounds=rounds,
