@@ -201,11 +201,15 @@ def _minimized(
     return as_shrunk(outcome.violations)
 
 
-def _searcher(failure: LifecycleFailure, factory: SchedulerFactory) -> shrink.Shorter:
+def _searcher(failure: LifecycleFailure, factory: SchedulerFactory) -> shrink.Shorter | None:
     """The shrink's search of a stuck case's world: breadth first, for a shorter case on
     the finding's invariant, among the scenario's actions with the case's own sizes
-    and each range's ends (the explorer's search, ``peftlife.search.breadth``)."""
-    s = scenarios.for_sut(scenarios.load(failure.run.scenario), failure.run.sut)
+    and each range's ends (the explorer's search, ``peftlife.search.breadth``). None
+    when the scenario the finding names no longer loads: there is no alphabet."""
+    named = scenarios.named(failure.run.scenario)
+    if named is None:
+        return None
+    s = scenarios.for_sut(named, failure.run.sut)
 
     def shorter(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
         found = breadth.search(

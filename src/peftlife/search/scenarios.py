@@ -183,15 +183,22 @@ class Scenario(ExecutorKnobs):
         )
 
 
+def named(name: str) -> Scenario | None:
+    """The scenario a finding names, or None when that name no longer loads: a user's
+    profile read from a path, say, which a finding names by its stem."""
+    try:
+        return load(name)
+    except ScenarioError:
+        return None
+
+
 def admitting(name: str) -> Callable[[EngineConfig, Sequence[Action]], bool] | None:
     """Whether a case (a world and its actions) is one the scenario a finding names
     could generate (``admits_world`` and ``admits``), or None (admit every case) when
-    that name no longer loads: a user's profile read from a path, say, which a
-    finding names by its stem.
+    that name no longer loads (``named``).
     """
-    try:
-        s = load(name)
-    except ScenarioError:
+    s = named(name)
+    if s is None:
         return None
     return lambda config, actions: s.admits_world(config) and all(map(s.admits, actions))
 
