@@ -4,8 +4,9 @@ From the empty world it applies every action of an ``Alphabet`` (the
 machine's own letters, ``peftlife.search.actions``, with a finite choice of
 requests to submit), one level of depth at a time, and merges states whose
 world has the same fingerprint. Each iteration is checked as the machine
-checks it, and every new state is drained (invariant 12) on a copy, so the
-first failing trace it meets is a shortest one.
+checks it, and every new state is drained (invariant 12), on a copy if it is
+to be extended, so the first failing trace it meets is a shortest one. A world
+drained before is not drained again (``Verdicts``).
 
 Two callers: the explorer (``peftlife.search.explore``), which runs it under
 the outside watchdog and makes a finding of what it meets, and the shrinker's
@@ -18,6 +19,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Hashable, Iterator
+from typing import NamedTuple
 
 import attrs
 
@@ -92,27 +94,33 @@ class Searched:
     passed_over: tuple[Action, ...] | None = None
 
 
-def fingerprint(engine: Engine) -> Hashable:
+class Print(NamedTuple):
+    """A state's fingerprint: its world, and the faults armed in its pools."""
+
+    world: Hashable
+    faults: tuple[tuple[int, int], ...]
+
+
+def fingerprint(engine: Engine) -> Print:
     """Everything that decides the world's future: two states with equal prints behave alike.
 
     The world of the snapshot (requests, ownership, pools, LoRA caches with their
-    eviction order), plus what a snapshot leaves out: pending faults and
-    cancellations, each request's weights and folded tokens, the next request id,
-    and what the overlap loop has yet to read back.
+    eviction order), plus what a snapshot leaves out: pending cancellations, each
+    request's weights and folded tokens, the next request id, and what the
+    overlap loop has yet to read back; and apart, the pending faults.
     """
     extra = tuple(
         (r.request_id, r.lora_weights, r.lora_path, r.num_folded, r.context_chunk_size)
         for r in engine.live_requests
     )
-    faults = tuple(pool.pending_faults for pool in engine.pools)
-    return (
+    world = (
         engine.snapshot().world(),
         extra,
-        faults,
         tuple(engine.pending_cancels),
         engine.next_request_id,
         engine.pending_read_back,
     )
+    return Print(world, tuple(pool.pending_faults for pool in engine.pools))
 
 
 def search(
@@ -126,6 +134,7 @@ def search(
     trying: Callable[[tuple[Action, ...]], None] | None = None,
     progress: Callable[[int], None] | None = None,
     until: float | None = None,
+    drain_memo: bool = True,
 ) -> Searched:
     """Every trace up to ``depth`` actions in ``world``, breadth first; the first failure.
 
@@ -148,6 +157,7 @@ def search(
     # A declaration that raised is a finding, which the drain of the first state reports.
     merge = root.state_declaration().stateless
     copied = _Copies(world, factory)
+    verdicts = Verdicts(copied, remember=merge and drain_memo)
     seen: set[Hashable] = {fingerprint(root)}
     frontier: list[tuple[Engine, tuple[Action, ...]]] = [(root, ())]
     states = 1
@@ -174,23 +184,70 @@ def search(
                     if looked_for(actions, broken[0].invariant):
                         return Searched(actions, level, states, True, passed_over)
                     continue  # every trace through here fails first on another invariant
-                key = fingerprint(child) if merge else actions
+                state = fingerprint(child) if merge else None
+                key = actions if state is None else state
                 if key in seen:
                     continue
                 seen.add(key)
                 states += 1
                 if progress is not None:
                     progress(states)
-                drained = drain.drain(copied(child, actions)).violations
-                if drained and looked_for(actions, drained[0].invariant):
+                # A state never extended, at the last level or the last state, is drained itself.
+                extended = level < depth and states < max_states
+                verdict = verdicts.of(child, actions, state, in_place=not extended)
+                if verdict is not None and looked_for(actions, verdict):
                     return Searched(actions, level, states, True, passed_over)
                 if states >= max_states or (until is not None and time.monotonic() > until):
                     return Searched(None, level - 1, states, False, passed_over)
-                following.append((child, actions))
+                if extended:
+                    following.append((child, actions))
         frontier = following
         if not frontier:
             break
     return Searched(None, depth, states, True, passed_over)
+
+
+class Verdicts:
+    """The drain's verdict on each new state of a search: the invariant its first
+    violation broke, or None if it drained clean.
+
+    With ``remember``, a state whose world was drained before, faults aside
+    (``Print.world``), takes that verdict without a copy or a drain. The search
+    remembers only under the premise on which it merges states (a scheduler that
+    declares ``keeps_no_state_between_passes = True``, deterministic as every
+    replay assumes), and there it is sound for three reasons:
+
+    - ``drain.drain`` clears the pending faults first, before it reads its bound
+      or its premise or steps: two states that differ in them alone drain alike.
+    - The rest of the fingerprint is everything that decides the world's future
+      (``fingerprint``): the requests with what a snapshot leaves out of them, the
+      pools, the PEFT manager and its LoRA caches, the pending cancellations, the
+      next request id and what the overlap loop has yet to read back. The drain's
+      bound and premise are read from the requests, its livelock memory starts
+      empty, and its checks (``registry.check``) judge one snapshot at a time.
+    - What the fingerprint leaves out, the iteration count and the last step's
+      record, no step of a drain reads: the count only labels its violations, and
+      the verdict is the first violation's invariant, not its label.
+    """
+
+    def __init__(self, copied: _Copies, *, remember: bool) -> None:
+        self.copied = copied
+        self.remember = remember
+        self._known: dict[Hashable, str | None] = {}
+
+    def of(
+        self, child: Engine, trace: tuple[Action, ...], state: Print | None, *, in_place: bool
+    ) -> str | None:
+        """The verdict on ``child`` (reached by ``trace``, printed ``state`` when the
+        search merges): remembered, or drained on a copy, or ``in_place`` for a
+        state never extended, which the drain then consumes."""
+        if self.remember and state is not None and state.world in self._known:
+            return self._known[state.world]
+        violations = drain.drain(child if in_place else self.copied(child, trace)).violations
+        verdict = violations[0].invariant if violations else None
+        if self.remember and state is not None:
+            self._known[state.world] = verdict
+        return verdict
 
 
 class _Copies:

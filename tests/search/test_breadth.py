@@ -1,0 +1,164 @@
+"""The breadth-first search: remembering the drains' verdicts changes nothing it finds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import attrs
+import pytest
+
+from peftlife.checker import drain
+from peftlife.search import breadth, scenarios
+from peftlife.search.breadth import Alphabet
+from peftlife.sut import load
+from peftlife.world.config import EngineConfig
+from peftlife.world.engine import Engine
+
+# The world shrunk findings of the catalogue's mutants share in the scenario
+# ``no-lower-tier``: a draft pool, no lower tier, one adapter on a one-page LoRA cache.
+NO_LOWER_TIER = EngineConfig(
+    device_pages=2,
+    draft_device_pages=2,
+    tokens_per_block=2,
+    lora_device_pages=1,
+    lora_host_pages=1,
+    adapter_pages=((1, 1),),
+    max_num_tokens=1,
+    max_batch_size=1,
+    enable_chunked_context=True,
+    chunk_unit_size=1,
+)
+
+
+def _world(**changes: object) -> EngineConfig:
+    """A world of ``no-lower-tier`` as small as the catalogue's shrunk findings there."""
+    return attrs.evolve(NO_LOWER_TIER, **changes)
+
+
+@attrs.frozen
+class Case:
+    """A world of a scenario, the request sizes its submits take, how deep to search
+    and for which invariant (None: any)."""
+
+    scenario: str
+    world: EngineConfig
+    prompt_lens: tuple[int, ...]
+    max_new_tokens: tuple[int, ...]
+    depth: int
+    invariant: str | None = None
+
+    def letters(self, spec: str) -> Alphabet:
+        s = scenarios.for_sut(scenarios.load(self.scenario), spec)
+        return Alphabet.of(s, self.world, self.prompt_lens, self.max_new_tokens)
+
+
+# Each mutant in the world of one of its shrunk findings, with the finding's sizes, as
+# deep as the finding is long.
+CASES = {
+    "no_release_on_suspend": Case("no-lower-tier", _world(), (1,), (2,), 4),
+    "draft_not_suspended": Case("no-lower-tier", _world(), (2,), (1,), 4),
+    "phantom_pause_unstarted": Case(
+        "no-lower-tier", _world(device_pages=1, draft_device_pages=1), (1,), (1,), 3
+    ),
+    "recompute_pause_terminates": Case(
+        "no-lower-tier", _world(recompute_teardown="scheduler_only"), (2, 3), (1,), 4
+    ),
+    # The failure on one invariant: shortest for it, passing over none shorter.
+    "no_reregister_on_resume": Case(
+        "no-lower-tier",
+        _world(device_pages=3, draft_device_pages=3, max_num_tokens=2),
+        (3,),
+        (2,),
+        5,
+        "scheduled_owned_and_resident",
+    ),
+}
+# Under the overlap executor (test_explore.py's oracle case): a failure on the invariant
+# in three actions, and one on another in two, passed over.
+PASSED_OVER = Case(
+    "overlap-kv-pressure",
+    EngineConfig(
+        device_pages=4,
+        host_pages=0,
+        tokens_per_block=1,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((1, 1),),
+        max_num_tokens=2,
+        max_batch_size=2,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        executor="overlap",
+    ),
+    (1, 2),
+    (1, 2),
+    3,
+    "scheduled_owned_and_resident",
+)
+
+
+@pytest.fixture
+def drains(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The number of drains each search ran, in order."""
+    counts: list[int] = []
+    real = drain.drain
+
+    def counted(engine: Engine) -> drain.DrainResult:
+        counts[-1] += 1
+        return real(engine)
+
+    monkeypatch.setattr(drain, "drain", counted)
+    yield counts
+
+
+def _search(
+    spec: str, case: Case, counts: list[int], max_states: int = 2_000
+) -> tuple[breadth.Searched, breadth.Searched]:
+    """``spec`` searched in ``case`` with the drains' verdicts remembered, then without."""
+    searched = []
+    for memo in (True, False):
+        counts.append(0)
+        searched.append(
+            breadth.search(
+                load(spec),
+                case.world,
+                case.letters(spec),
+                case.depth,
+                max_states=max_states,
+                invariant=case.invariant,
+                drain_memo=memo,
+            )
+        )
+    return searched[0], searched[1]
+
+
+@pytest.mark.parametrize("mutant", sorted(CASES))
+def test_remembered_drains_find_what_every_drain_finds(mutant: str, drains: list[int]) -> None:
+    remembered, drained = _search(f"mutant:{mutant}", CASES[mutant], drains)
+    assert remembered.failure is not None and remembered.complete
+    # The same failure at the same depth, the same states, as complete, none passed over.
+    assert remembered == drained
+    assert drains[0] < drains[1]  # and memory was used: a state with a fault armed, say
+
+
+def test_remembered_drains_pass_over_what_every_drain_passes_over(drains: list[int]) -> None:
+    remembered, drained = _search("mutant:no_reregister_on_resume", PASSED_OVER, drains)
+    assert remembered.failure is not None and remembered.passed_over is not None
+    assert len(remembered.passed_over) < len(remembered.failure)
+    assert remembered == drained
+
+
+def test_remembered_drains_stop_at_the_state_limit_where_every_drain_does(
+    drains: list[int],
+) -> None:
+    remembered, drained = _search("reference", CASES["recompute_pause_terminates"], drains, 300)
+    assert not remembered.complete and remembered.states == 300
+    assert remembered == drained
+
+
+def test_the_reference_fails_nowhere_with_or_without_remembering(drains: list[int]) -> None:
+    for case in (CASES["no_release_on_suspend"], CASES["phantom_pause_unstarted"], PASSED_OVER):
+        remembered, drained = _search("reference", case, drains)
+        assert remembered.complete and remembered.failure is None
+        assert remembered == drained
+    assert sum(drains[::2]) < sum(drains[1::2])
