@@ -1053,3 +1053,34 @@ def test_a_deep_exception_keeps_where_it_was_raised_and_the_schedulers_outer_fra
     (error,) = snap.step.errors
     assert len(error.frames) == 7 and error.frames[2] == "..."
     assert error.frames[0].endswith("in dive") and error.frames[-1].endswith("in schedule_request")
+
+
+def test_inputs_given_while_withdrawn_leave_the_world_as_it_was() -> None:
+    """Every input the world takes, given and withdrawn: the engine then runs as a twin
+    that was never given them, iteration for iteration."""
+    config = EngineConfig(
+        executor="overlap",
+        hold_reason="attention_dp",
+        draft_device_pages=8,
+        adapter_pages=((1, 2),),
+    )
+    engine, twin = Engine(config, ReferenceScheduler), Engine(config, ReferenceScheduler)
+    for world in (engine, twin):
+        for _ in range(2):
+            world.submit(lora_task_id=1, lora_weights=True, prompt_len=2, max_new_tokens=3)
+        world.step()
+        world.kv_cache_manager.fail_next_grows()
+        assert world.end_of_sequence(world.emitting_ids[0])
+    with engine.inputs_withdrawn():
+        engine.submit(prompt_len=2, max_new_tokens=2)
+        assert engine.cancel(1)
+        assert engine.end_of_sequence(engine.emitting_ids[1])
+        assert engine.hold_batch()
+        for pool in engine.pools:
+            pool.refuse_next_resumes()
+            pool.fail_next_grows()
+    assert engine.next_request_id == twin.next_request_id == 3
+    assert engine.pending_cancels == () and engine.pending_read_back == twin.pending_read_back
+    assert [p.pending_faults for p in engine.pools] == [p.pending_faults for p in twin.pools]
+    for _ in range(4):
+        assert engine.step() == twin.step()

@@ -14,9 +14,11 @@ an iteration into a step record, and the snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import operator
 import weakref
+from collections.abc import Iterator
 
 import attrs
 
@@ -211,6 +213,36 @@ class Engine:
             return False
         self._overlap.hold_next = True
         return True
+
+    @contextlib.contextmanager
+    def inputs_withdrawn(self) -> Iterator[None]:
+        """Inputs given inside (submits, cancellations, faults, end-of-sequence, a held
+        batch) are withdrawn on leaving, and the world is as it was before them.
+
+        None of them runs the scheduler's code, so a search can print the state
+        one leads to, and copy it only if it needs that state, without copying the
+        engine first. No iteration may run inside: its effects are not withdrawn.
+        """
+        requests, next_id, cancels = dict(self._requests), self._next_id, list(self._cancel_queue)
+        overlap = self._overlap
+        ends, hold = dict(overlap.end_at_read_back), overlap.hold_next
+        faults = [pool.pending_faults for pool in self.pools]
+        iteration = self.iteration
+        try:
+            yield
+        finally:
+            assert self.iteration == iteration, "an iteration ran while inputs were given"
+            self._requests.clear()
+            self._requests.update(requests)
+            self._next_id = next_id
+            self._cancel_queue[:] = cancels
+            overlap.end_at_read_back.clear()
+            overlap.end_at_read_back.update(ends)
+            overlap.hold_next = hold
+            for pool, (resumes, grows) in zip(self.pools, faults, strict=True):
+                pool.clear_faults()
+                pool.refuse_next_resumes(resumes)
+                pool.fail_next_grows(grows)
 
     @property
     def in_flight_ids(self) -> tuple[int, ...]:
