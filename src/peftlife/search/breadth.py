@@ -173,18 +173,32 @@ def search(
     for level in range(1, depth + 1):
         following: list[tuple[Engine, tuple[Action, ...]]] = []
         for engine, trace in frontier:
-            for action in letters.actions(engine, trace):
-                child = copied(engine, trace)
+            choices = tuple(letters.actions(engine, trace))
+            for n, action in enumerate(choices, 1):
                 actions = (*trace, action)
                 if trying is not None:
                     trying(actions)
-                snapshot = apply(child, action)
-                broken = registry.check(snapshot, world) if snapshot is not None else []
-                if broken:
-                    if looked_for(actions, broken[0].invariant):
-                        return Searched(actions, level, states, True, passed_over)
-                    continue  # every trace through here fails first on another invariant
-                state = fingerprint(child) if merge else None
+                child: Engine | None
+                if merge and action.kind != "step" and n < len(choices):
+                    # An input runs no scheduler code: the state it leads to is printed in the
+                    # parent, and copied only if it is new and needed, to extend or to drain.
+                    with engine.inputs_withdrawn():
+                        apply(engine, action)
+                        state: Print | None = fingerprint(engine)
+                        if state in seen:
+                            continue
+                        needed = level < depth or not verdicts.knows(state)
+                        child = copied(engine, actions) if needed else None
+                else:
+                    # The last child is made in its parent, which nothing reads after it.
+                    child = engine if n == len(choices) else copied(engine, trace)
+                    snapshot = apply(child, action)
+                    broken = registry.check(snapshot, world) if snapshot is not None else []
+                    if broken:
+                        if looked_for(actions, broken[0].invariant):
+                            return Searched(actions, level, states, True, passed_over)
+                        continue  # every trace through here fails first on another invariant
+                    state = fingerprint(child) if merge else None
                 key = actions if state is None else state
                 if key in seen:
                     continue
@@ -200,6 +214,7 @@ def search(
                 if states >= max_states or (until is not None and time.monotonic() > until):
                     return Searched(None, level - 1, states, False, passed_over)
                 if extended:
+                    assert child is not None, "a state to extend is made"
                     following.append((child, actions))
         frontier = following
         if not frontier:
@@ -235,14 +250,26 @@ class Verdicts:
         self.remember = remember
         self._known: dict[Hashable, str | None] = {}
 
+    def knows(self, state: Print | None) -> bool:
+        """Whether the verdict on a state printed ``state`` is remembered."""
+        return self.remember and state is not None and state.world in self._known
+
     def of(
-        self, child: Engine, trace: tuple[Action, ...], state: Print | None, *, in_place: bool
+        self,
+        child: Engine | None,
+        trace: tuple[Action, ...],
+        state: Print | None,
+        *,
+        in_place: bool,
     ) -> str | None:
         """The verdict on ``child`` (reached by ``trace``, printed ``state`` when the
-        search merges): remembered, or drained on a copy, or ``in_place`` for a
-        state never extended, which the drain then consumes."""
-        if self.remember and state is not None and state.world in self._known:
+        search merges): remembered (then ``child`` may be None, never made), or
+        drained on a copy, or ``in_place`` for a state never extended, which the
+        drain then consumes."""
+        if self.knows(state):
+            assert state is not None
             return self._known[state.world]
+        assert child is not None, "a state whose verdict is not known is made to be drained"
         violations = drain.drain(child if in_place else self.copied(child, trace)).violations
         verdict = violations[0].invariant if violations else None
         if self.remember and state is not None:
