@@ -22,7 +22,7 @@ import attrs
 
 from peftlife.world import loops, untrusted, watchdog
 from peftlife.world.config import EngineConfig
-from peftlife.world.immutable import SharedMemo
+from peftlife.world.immutable import SharedMemo, copied_by_field
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
 from peftlife.world.loops import OverlapState
@@ -65,6 +65,7 @@ def _show(value: object) -> str:
     return value.name if isinstance(value, enum.Enum) else repr(value)
 
 
+@copied_by_field
 class Engine:
     """The world: requests, pools, the PEFT manager and the executor loop.
 

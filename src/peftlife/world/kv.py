@@ -16,12 +16,13 @@ from collections.abc import Mapping
 
 import attrs
 
-from peftlife.world.immutable import SharedMemo, immutable
+from peftlife.world.immutable import SharedMemo, copied_by_field, immutable
 from peftlife.world.ledger import CallLedger, Component, Facts, Fault, KvMethod
 from peftlife.world.request import Request
 from peftlife.world.residency import Residency
 
 
+@copied_by_field
 @attrs.define(slots=True)
 class _Cache:
     active: bool = True
@@ -61,6 +62,7 @@ class PoolView:
     holders: tuple[tuple[int, int, int], ...]
 
 
+@copied_by_field
 class KVCacheManager:
     """One KV pool. ``host_pages=0`` means no lower tier (``can_evict`` false).
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 import attrs
 
-from peftlife.world.immutable import immutable
+from peftlife.world.immutable import copied_by_field, immutable
 from peftlife.world.residency import Residency
 
 # Who made a call: the scheduler's pass; the executor preparing the batch, tearing
@@ -149,6 +149,7 @@ class Call:
 _NO_ARGS, _NO_FACTS = Args(), Facts()
 
 
+@copied_by_field
 @attrs.define
 class CallLedger:
     """The calls of the current iteration, in order: appended as they are made, cleared

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from peftlife.world.immutable import SharedMemo, immutable
+from peftlife.world.immutable import SharedMemo, copied_by_field, immutable
 from peftlife.world.ledger import Args, CallLedger, Facts, PeftMethod, Result
 from peftlife.world.request import Request
 
@@ -36,6 +36,7 @@ class CacheEntryView:
     in_use: bool
 
 
+@copied_by_field
 @attrs.define(slots=True)
 class _Entry:
     pages: int
@@ -44,6 +45,7 @@ class _Entry:
     done_seq: int = 0
 
 
+@copied_by_field
 class LoraCache:
     """Adapters held in pages; only done entries are evicted, oldest done first.
 
@@ -150,6 +152,7 @@ class LoraCache:
         return True
 
 
+@copied_by_field
 class PeftCacheManager:
     """The C++ ``PeftCacheManager`` as a scheduler and the executor see it.
 
