@@ -280,6 +280,8 @@ class Verdicts:
 class _Copies:
     """Copies of searched states, each an engine to go on from.
 
+    What the world holds that cannot change (its configuration, the last step's
+    records, the views it has shown) a copy shares (``peftlife.world.immutable``).
     A copy copies the scheduler, which runs its code (``__deepcopy__``, its
     ``__reduce_ex__``), and some schedulers cannot be copied (one holding a
     lock). For those the state is rebuilt instead: a fresh engine replays the

@@ -19,6 +19,7 @@ from peftlife.world.fields import (
     one_of,
     whole,
 )
+from peftlife.world.immutable import immutable
 from peftlife.world.protocol import CHUNKING_POLICIES, ContextChunkingPolicy, SchedulerConfig
 
 # The executor's knobs: each one's values are written here once, in the order a
@@ -105,6 +106,7 @@ class ExecutorKnobs:
         return self.recompute_teardown == "scheduler_only"
 
 
+@immutable
 @attrs.frozen
 class EngineConfig(ExecutorKnobs):
     """The whole world's configuration.

@@ -24,6 +24,7 @@ import attrs
 
 from peftlife.world import loops, untrusted, watchdog
 from peftlife.world.config import EngineConfig
+from peftlife.world.immutable import SharedMemo, copied_by_field
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.ledger import Caller, CallLedger
 from peftlife.world.loops import OverlapState
@@ -58,10 +59,15 @@ GUARDED_FIELDS = tuple(
 _guarded = operator.attrgetter(*GUARDED_FIELDS)
 
 
+# Each live request's view, by id, with the values it shows.
+RequestViews = SharedMemo[int, tuple[tuple[object, ...], RequestView]]
+
+
 def _show(value: object) -> str:
     return value.name if isinstance(value, enum.Enum) else repr(value)
 
 
+@copied_by_field
 class Engine:
     """The world: requests, pools, the PEFT manager and the executor loop.
 
@@ -135,8 +141,9 @@ class Engine:
         self.scheduler: Scheduler | None = None
         self._factory_error: StepError | None = None
         self._declaration: StateDeclaration | None = None
-        # The last snapshot's view of each live request, with what it showed.
-        self._request_views: dict[int, tuple[tuple[object, ...], RequestView]] = {}
+        # The last snapshot's view of each live request, with what it showed: a view is
+        # reused only where it shows the same, so a copy of the engine shares them.
+        self._request_views: RequestViews = SharedMemo()
         # The adapters' views, and the PEFT manager's changes when they were made.
         self._adapters_at: tuple[object, ...] | None = None
         self._adapters: tuple[tuple[AdapterView, ...], tuple[LoraCacheView, ...]] = ((), ())
@@ -577,7 +584,8 @@ class Engine:
         target = self.kv_cache_manager
         ever_registered = () if peft is None else peft.ever_registered
         pending = self._recompute_pending
-        last, shown = self._request_views, {}
+        last: RequestViews = self._request_views
+        shown: RequestViews = SharedMemo()
         for r in self._requests.values():
             rid = r.request_id
             registered, recompute = rid in ever_registered, rid in pending

@@ -16,11 +16,13 @@ from collections.abc import Mapping
 
 import attrs
 
+from peftlife.world.immutable import SharedMemo, copied_by_field, immutable
 from peftlife.world.ledger import CallLedger, Component, Facts, Fault, KvMethod
 from peftlife.world.request import Request
 from peftlife.world.residency import Residency
 
 
+@copied_by_field
 @attrs.define(slots=True)
 class _Cache:
     active: bool = True
@@ -29,6 +31,7 @@ class _Cache:
     host_pages: int = 0
 
 
+@immutable
 @attrs.frozen
 class CacheView:
     """One request's cache in one pool, as a snapshot sees it."""
@@ -45,6 +48,7 @@ NO_CACHE = CacheView()
 _MAX_VIEWS = 4096
 
 
+@immutable
 @attrs.frozen
 class PoolView:
     """One pool's page accounting, as a snapshot sees it."""
@@ -58,6 +62,7 @@ class PoolView:
     holders: tuple[tuple[int, int, int], ...]
 
 
+@copied_by_field
 class KVCacheManager:
     """One KV pool. ``host_pages=0`` means no lower tier (``can_evict`` false).
 
@@ -99,8 +104,9 @@ class KVCacheManager:
         # The residency of the request the current call is about, as the call began.
         self._before = Residency.NONE
         # Each view this pool has shown, by what it shows: a snapshot views every live
-        # request's cache, most of them unchanged since the last, and a view is frozen.
-        self._views: dict[tuple[bool, int, int, int], CacheView] = {}
+        # request's cache, most of them unchanged since the last, and a view is frozen
+        # (so a copy of the pool shares them).
+        self._views: SharedMemo[tuple[bool, int, int, int], CacheView] = SharedMemo()
         # How many calls this pool recorded: every upstream method records itself, after
         # whatever it changed, so its caches shown at one count hold until the next.
         self.changes = 0

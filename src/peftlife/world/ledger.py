@@ -15,6 +15,7 @@ from typing import Literal
 
 import attrs
 
+from peftlife.world.immutable import copied_by_field, immutable
 from peftlife.world.residency import Residency
 
 # Who made a call: the scheduler's pass; the executor preparing the batch, tearing
@@ -44,8 +45,12 @@ Method = Literal[KvMethod, PeftMethod]
 _FREES: frozenset[Method] = frozenset({"free_resources", "preempt_request"})
 # Why a KV allocation failed: a fault the nemesis injected, or no room on the device.
 Fault = Literal["refused_resume", "failed_grow", "no_device_room"]
+# What a call returned: a KV allocation's success, a PEFT call's word ("ok", or why
+# not), None for a call that returns nothing.
+Result = bool | str | None
 
 
+@immutable
 @attrs.frozen
 class Args:
     """The arguments of a PEFT call that the checker and the reports read.
@@ -60,6 +65,7 @@ class Args:
 
 # Backed by a dict, not slots: a frozen record with slots sets each field through
 # ``object.__setattr__``, and one of these is built for every manager call.
+@immutable
 @attrs.frozen(slots=False)
 class Facts:
     """What a manager saw when it was called, which a later snapshot can no longer see.
@@ -107,6 +113,7 @@ def given(record: Args | Facts) -> dict[str, object]:
     return {k: v for k, v in attrs.asdict(record, recurse=False).items() if v is not None}
 
 
+@immutable
 @attrs.frozen
 class Call:
     """One manager call: who made it, its arguments and result, and the facts at call time.
@@ -122,7 +129,7 @@ class Call:
     method: Method
     request_id: int | None
     args: Args = attrs.field(factory=Args)
-    result: object = None
+    result: Result = None
     facts: Facts = attrs.field(factory=Facts)
 
     @property
@@ -142,6 +149,7 @@ class Call:
 _NO_ARGS, _NO_FACTS = Args(), Facts()
 
 
+@copied_by_field
 @attrs.define
 class CallLedger:
     """The calls of the current iteration, in order: appended as they are made, cleared
@@ -164,7 +172,7 @@ class CallLedger:
         request_id: int | None,
         *,
         args: Args | None = None,
-        result: object = None,
+        result: Result = None,
         facts: Facts | None = None,
     ) -> None:
         self.calls.append(

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from peftlife.world.immutable import copied_by_field
 from peftlife.world.output import runnable
 from peftlife.world.request import LlmRequestState, Request
 from peftlife.world.snapshot import Outcome, OverlapStep, ScheduledView, Snapshot, StepError
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from peftlife.world.engine import Engine
 
 
+@copied_by_field
 @attrs.define
 class OverlapState:
     """What the overlap loop carries from one iteration to the next (upstream's

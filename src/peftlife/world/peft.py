@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from peftlife.world.ledger import Args, CallLedger, Facts, PeftMethod
+from peftlife.world.immutable import SharedMemo, copied_by_field, immutable
+from peftlife.world.ledger import Args, CallLedger, Facts, PeftMethod, Result
 from peftlife.world.request import Request
 
 
@@ -28,12 +29,14 @@ class PeftTaskNotCachedException(Exception):
     nor a LoRA path to load them from."""
 
 
+@immutable
 @attrs.frozen
 class CacheEntryView:
     pages: int
     in_use: bool
 
 
+@copied_by_field
 @attrs.define(slots=True)
 class _Entry:
     pages: int
@@ -42,6 +45,7 @@ class _Entry:
     done_seq: int = 0
 
 
+@copied_by_field
 class LoraCache:
     """Adapters held in pages; only done entries are evicted, oldest done first.
 
@@ -63,8 +67,9 @@ class LoraCache:
         self.changes = 0
         self._shown_at = -1
         self._shown: tuple[tuple[tuple[int, CacheEntryView], ...], tuple[int, ...]] = ((), ())
-        # The two views an entry of some size can have, shared: a snapshot views them all.
-        self._views: dict[tuple[int, bool], CacheEntryView] = {}
+        # The two views an entry of some size can have, shared (by a copy of the cache
+        # too): a snapshot views them all.
+        self._views: SharedMemo[tuple[int, bool], CacheEntryView] = SharedMemo()
 
     def __contains__(self, task_id: int) -> bool:
         return task_id in self._entries
@@ -147,6 +152,7 @@ class LoraCache:
         return True
 
 
+@copied_by_field
 class PeftCacheManager:
     """The C++ ``PeftCacheManager`` as a scheduler and the executor see it.
 
@@ -336,7 +342,7 @@ class PeftCacheManager:
         self,
         method: PeftMethod,
         req: Request,
-        result: object,
+        result: Result,
         facts: Facts,
         pause: bool | None = None,
     ) -> None:

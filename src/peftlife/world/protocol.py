@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 import attrs
 
+from peftlife.world.immutable import immutable
 from peftlife.world.kv import KVCacheManager
 from peftlife.world.peft import PeftCacheManager
 from peftlife.world.request import Request
@@ -21,6 +22,7 @@ ContextChunkingPolicy = Literal["FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS"]
 CHUNKING_POLICIES: tuple[ContextChunkingPolicy, ...] = ("FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS")
 
 
+@immutable
 @attrs.frozen
 class SchedulerConfig:
     """What a scheduler may read; it learns the rest through the managers."""

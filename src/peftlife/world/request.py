@@ -14,6 +14,8 @@ import enum
 
 import attrs
 
+from peftlife.world.immutable import copied_by_field
+
 
 class LlmRequestState(enum.IntEnum):
     """Upstream's request states, with upstream's values (the model uses four)."""
@@ -31,6 +33,7 @@ SCHEDULER_WRITABLE_FIELDS = frozenset(
 )
 
 
+@copied_by_field
 @attrs.define(slots=True, eq=False)
 class Request:
     """A request as the scheduler sees it.

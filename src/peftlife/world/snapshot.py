@@ -14,6 +14,7 @@ from typing import Literal
 import attrs
 
 from peftlife.world.fields import QUIET_AT_DEFAULT
+from peftlife.world.immutable import immutable
 from peftlife.world.kv import CacheView, PoolView
 from peftlife.world.ledger import Call
 from peftlife.world.peft import CacheEntryView
@@ -24,6 +25,7 @@ Outcome = Literal["finished", "failed", "cancelled"]
 OutputList = Literal["context", "generation", "paused", "recompute_paused"]
 
 
+@immutable
 @attrs.frozen
 class RequestView:
     request_id: int
@@ -44,6 +46,7 @@ class RequestView:
     lora_path: bool = attrs.field(default=False, metadata={QUIET_AT_DEFAULT: True})
 
 
+@immutable
 @attrs.frozen
 class AdapterView:
     task_id: int
@@ -53,6 +56,7 @@ class AdapterView:
     host: CacheEntryView | None
 
 
+@immutable
 @attrs.frozen
 class LoraCacheView:
     name: str
@@ -63,6 +67,7 @@ class LoraCacheView:
     eviction_order: tuple[int, ...] = ()
 
 
+@immutable
 @attrs.frozen
 class ListedView:
     """A request the scheduler listed, as it stood when the scheduler returned."""
@@ -83,6 +88,7 @@ class ListedView:
     cache_before: bool = False
 
 
+@immutable
 @attrs.frozen
 class ScheduledView:
     """A scheduled request right after ``prepare_resources``."""
@@ -96,6 +102,7 @@ class ScheduledView:
     tokens_needed: int
 
 
+@immutable
 @attrs.frozen
 class StepError:
     """Something the engine met: a scheduler fault, or a manager call that raised.
@@ -113,6 +120,7 @@ class StepError:
     frames: tuple[str, ...] = ()
 
 
+@immutable
 @attrs.frozen
 class FieldWrite:
     """A request field the scheduler changed that is not its own (invariant 8b), as text."""
@@ -123,6 +131,7 @@ class FieldWrite:
     after: str
 
 
+@immutable
 @attrs.frozen
 class OutputRecord:
     context: tuple[int, ...]
@@ -144,6 +153,7 @@ class OutputRecord:
         )
 
 
+@immutable
 @attrs.frozen
 class OverlapStep:
     """What one iteration of the overlap executor adds to its step record.
@@ -165,6 +175,7 @@ class OverlapStep:
     eos: tuple[int, ...] = ()
 
 
+@immutable
 @attrs.frozen
 class StepRecord:
     iteration: int
@@ -190,6 +201,7 @@ class StepRecord:
         return tuple(c for c in self.calls if c.facts.fault in ("refused_resume", "failed_grow"))
 
 
+@immutable
 @attrs.frozen
 class Snapshot:
     iteration: int

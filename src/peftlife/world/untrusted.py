@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from peftlife.world.immutable import immutable
 from peftlife.world.protocol import STATELESS_DECLARATION
 from peftlife.world.snapshot import StepError
 from peftlife.world.watchdog import WATCHDOG, SchedulerHung
@@ -205,6 +206,7 @@ def watch_sigints() -> None:
 # ---- the declaration that the scheduler keeps no state ----
 
 
+@immutable
 @attrs.frozen
 class StateDeclaration:
     """Whether a scheduler declared that it keeps no state between passes, as read.
