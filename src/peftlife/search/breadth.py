@@ -6,7 +6,8 @@ requests to submit), one level of depth at a time, and merges states whose
 world has the same fingerprint. Each iteration is checked as the machine
 checks it, and every new state is drained (invariant 12), on a copy if it is
 to be extended, so the first failing trace it meets is a shortest one. A world
-drained before is not drained again (``Verdicts``).
+drained before is not drained again (``Verdicts``), and the state an input
+leads to is copied only when the search needs it (``Engine.inputs_withdrawn``).
 
 Two callers: the explorer (``peftlife.search.explore``), which runs it under
 the outside watchdog and makes a finding of what it meets, and the shrinker's
@@ -149,9 +150,11 @@ def search(
     if given, whichever comes first; then it is not ``complete``. States are merged on their
     fingerprint only for a scheduler that declares
     ``keeps_no_state_between_passes = True`` (read by ``Engine.state_declaration``);
-    for any other the search is a plain tree, exact but larger. ``trying`` is told
-    each trace before it is run (the watchdog's journal), ``progress`` the count
-    of states as it grows.
+    for any other the search is a plain tree, exact but larger. For the same
+    schedulers a world drained before takes the verdict it had (``Verdicts``),
+    unless ``drain_memo`` is False: then every new state is drained, which finds
+    the same (tests/search/test_breadth.py). ``trying`` is told each trace before
+    it is run (the watchdog's journal), ``progress`` the count of states as it grows.
     """
     root = Engine(world, factory)
     # A declaration that raised is a finding, which the drain of the first state reports.
@@ -180,8 +183,9 @@ def search(
                     trying(actions)
                 child: Engine | None
                 if merge and action.kind != "step" and n < len(choices):
-                    # An input runs no scheduler code: the state it leads to is printed in the
-                    # parent, and copied only if it is new and needed, to extend or to drain.
+                    # An input (any action but a step) runs no scheduler code: the state it
+                    # leads to is printed in the parent, and copied only if it is new and
+                    # needed, to be extended or drained.
                     with engine.inputs_withdrawn():
                         apply(engine, action)
                         state: Print | None = fingerprint(engine)
