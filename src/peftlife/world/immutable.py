@@ -1,7 +1,7 @@
 """What a deep copy of the world shares with the original instead of copying.
 
-The explorer copies an engine for every state it visits and the drain copies
-each again (``peftlife.search.breadth``), and most of what ``copy.deepcopy``
+The explorer copies an engine for the states it extends and for the drains
+it runs (``peftlife.search.breadth``), and most of what ``copy.deepcopy``
 would rebuild can never change: the configuration, the ledger's calls and
 their facts, the last step record, the views a snapshot shows, and every
 number, name and flag that a mutable object of the world holds.
