@@ -328,6 +328,9 @@ class _Shrunk:
     seconds: float
     replays: int
     states: int
+    # The depth the exploration covered: no failure on the invariant within that many
+    # actions (for an unproved case, a lower bound on the shortest: ``covered + 1``).
+    covered: int
 
 
 def _shrunk_against_shortest(mutant: Mutant, seed: int, max_states: int) -> _Shrunk:
@@ -359,6 +362,7 @@ def _shrunk_against_shortest(mutant: Mutant, seed: int, max_states: int) -> _Shr
         shrunk.shrink.seconds,
         shrunk.shrink.replays,
         oracle.states,
+        oracle.depth,
     )
 
 
@@ -374,6 +378,23 @@ def _longer(runs: Sequence[_Shrunk], shortest: Callable[[_Shrunk], int | None]) 
         for seed, r in enumerate(runs)
         if (known := shortest(r)) is not None and r.actions > known
     ]
+
+
+def _gaps(runs: Sequence[_Shrunk]) -> str:
+    """How far above the shortest each unproved case can be, by the depth its exploration
+    covered: `` (by the depth explored: at most 1 action above the shortest in 12, ...)``."""
+    gaps: dict[int, int] = {}
+    for r in runs:
+        if r.shortest is None:
+            gap = r.actions - (r.covered + 1)
+            gaps[gap] = gaps.get(gap, 0) + 1
+    if not gaps:
+        return ""
+    told = ", ".join(
+        f"at most {gap} action{'s' if gap > 1 else ''} above the shortest in {n}"
+        for gap, n in sorted(gaps.items())
+    )
+    return f" (by the depth explored: {told})"
 
 
 def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATALOGUE) -> Section:
@@ -431,7 +452,7 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
     seconds = [r.seconds for r in every]
     totals = (
         f"Totals: {at} of {pairs} shrunk cases at the shortest on their invariant, "
-        f"{sum(r.shortest is None for r in every)} unproved; "
+        f"{sum(r.shortest is None for r in every)} unproved{_gaps(every)}; "
         f"{sum(r.shortest_any == r.actions for r in every)} at the shortest of any kind; "
         f"shrink seconds median {statistics.median(seconds):.2f}, worst {max(seconds):.2f}, "
         f"total {sum(seconds):.0f}; replays total {sum(r.replays for r in every)}"
