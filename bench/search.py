@@ -448,7 +448,9 @@ def shrink_section(max_states: int, seeds: int, mutants: Sequence[Mutant] = CATA
         else f"SHORT: longer than the shortest on the same invariant: {', '.join(longer)}"
     )
     if unproved:
-        verdict += f" (not proved for {', '.join(unproved)}: the explorer's state limit)"
+        verdict += (
+            f" (not proved for {', '.join(unproved)}: the explorer's state limit, {max_states:,})"
+        )
     seconds = [r.seconds for r in every]
     totals = (
         f"Totals: {at} of {pairs} shrunk cases at the shortest on their invariant, "
@@ -771,6 +773,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         help="seeds per mutant in sections 2 and 3 (default: 20, --quick 5, --smoke 1)",
     )
+    parser.add_argument(
+        "--max-states",
+        type=int,
+        help="the explorer's limit in section 3 (default: 50000, --quick 10000, --smoke 50; "
+        f"the explorer's own is {explore.MAX_STATES})",
+    )
+    parser.add_argument(
+        "--mutant",
+        action="append",
+        choices=sorted(BY_NAME),
+        metavar="NAME",
+        help="measure sections 2 and 3 on this catalogue mutant only (repeatable)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     sizes = SMOKE if args.smoke else QUICK if quick else FULL
@@ -778,13 +793,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seeds < 1:
             parser.error(f"--seeds must be at least 1, not {args.seeds}")
         sizes = attrs.evolve(sizes, seeds=args.seeds)
+    if args.max_states is not None:
+        if args.max_states < 1:
+            parser.error(f"--max-states must be at least 1, not {args.max_states}")
+        sizes = attrs.evolve(sizes, max_states=args.max_states)
+    if args.mutant:
+        sizes = attrs.evolve(sizes, mutants=tuple(BY_NAME[name] for name in args.mutant))
     start = time.perf_counter()
     sections = []
     for section in measure(sizes, args.only or ()):  # each printed as soon as it is measured
         sections.append(section)
         print(_text(section), end="\n\n", flush=True)
     # A partial table must not overwrite the full one that docs/benchmarks.md keeps.
-    out = args.out or (None if args.only or args.smoke else "docs/benchmarks.md")
+    partial = args.only or args.smoke or args.mutant
+    out = args.out or (None if partial else "docs/benchmarks.md")
     if out is None:
         return 0
     note = (
