@@ -341,3 +341,43 @@ def test_a_stuck_case_is_shortened_by_a_search_of_its_world() -> None:
     assert shrunk.invariant == "in_flight_pin"
     assert shrunk.shrink is not None
     assert "search_world" in {p.name for p in shrunk.shrink.passes}
+
+
+def test_a_case_deeper_than_the_wide_search_is_shortened_among_its_own_actions() -> None:
+    # The shortest case submits the second request two steps later, with the first's
+    # output one token shorter, and drops a step: three changes at once, six actions
+    # deep, where the search among the scenario's actions stops at three. Among the
+    # case's own actions (two requests at most, their lengths or the shortest) it is near.
+    world = EngineConfig(
+        device_pages=3,
+        host_pages=0,
+        draft_device_pages=None,
+        tokens_per_block=2,
+        lora_device_pages=1,
+        lora_host_pages=1,
+        adapter_pages=((1, 1),),
+        max_num_tokens=1,
+        max_batch_size=1,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        enable_recompute_pause=True,
+        executor="overlap",
+    )
+    first = Action(
+        "submit", lora_task_id=1, lora_weights=True, lora_path=True, prompt_len=1, max_new_tokens=3
+    )
+    second = attrs.evolve(first, max_new_tokens=2)
+    stuck = (first, second, STEP, STEP, STEP, Action("fail_grow"), STEP)
+    spec, scenario = "mutant:no_reregister_on_resume", "overlap-kv-pressure"
+    outcome = checked_replay(world, stuck, load(spec))
+    invariant = outcome.violations[0].invariant
+    assert invariant == "scheduled_owned_and_resident"
+    passes_alone = shrink.minimize(
+        shrink.Trace(world, stuck),
+        shrink.same_finding(load(spec), invariant),
+        admits=scenarios.admitting(scenario),
+    )
+    assert len(passes_alone.actions) == 7
+    shrunk = minimized(LifecycleFailure(outcome.violations, Run(spec, scenario, world, stuck)))
+    assert len(shrunk.run.actions) == 6
+    assert shrunk.invariant == invariant

@@ -73,6 +73,29 @@ class Alphabet:
         outputs = sorted({a.max_new_tokens for a in submitted} | {output.lo, output.hi})
         return cls.of(scenario, config, tuple(prompts), tuple(outputs))
 
+    @classmethod
+    def own(cls, scenario: Scenario, actions: tuple[Action, ...]) -> Alphabet:
+        """Only what a case itself does: the scenario's letters of the kinds it takes,
+        and at most as many requests as it submits, each one of its own, also with
+        its prompt and its output as short as the scenario draws them. Far fewer
+        choices than ``around``, so a search of a given bound goes deeper: to the
+        same requests in another order, or shorter ones that need fewer steps to
+        reach the same point."""
+        kinds = {a.kind for a in actions}
+        requests = sum(a.kind == "submit" for a in actions)
+        prompt, output = ranges(scenario)["prompt_len"].lo, ranges(scenario)["max_new_tokens"].lo
+        submitted = tuple(
+            dict.fromkeys(
+                attrs.evolve(a, prompt_len=p, max_new_tokens=o)
+                for a in actions
+                if a.kind == "submit"
+                for p in dict.fromkeys((a.prompt_len, min(prompt, a.prompt_len)))
+                for o in dict.fromkeys((a.max_new_tokens, min(output, a.max_new_tokens)))
+            )
+        )
+        letters = tuple(letter for letter in enabled(scenario) if letter.name in kinds)
+        return cls(letters, submitted, min(requests, scenario.max_requests))
+
     def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
         """The actions open after ``trace``, in a fixed order (so a search is deterministic)."""
         for letter in self.letters:

@@ -24,8 +24,9 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import SchedulerFactory
 
-# States the shrink's search of a stuck case's world may visit: every case two
-# actions long in a small world, and most three long, in about a second.
+# States each of the shrink's two searches of a stuck case's world may visit: among
+# the scenario's actions, every case two actions long in a small world and most three
+# long; among the case's own, most cases of six. Each takes about half a second.
 SEARCH_STATES = 1000
 
 
@@ -202,25 +203,34 @@ def _minimized(
 
 
 def _searcher(failure: LifecycleFailure, factory: SchedulerFactory) -> shrink.Shorter | None:
-    """The shrink's search of a stuck case's world: breadth first, for a shorter case on
-    the finding's invariant, among the scenario's actions with the case's own sizes
-    and each range's ends (the explorer's search, ``peftlife.search.breadth``). None
-    when the scenario the finding names no longer loads: there is no alphabet."""
+    """The shrink's search of a stuck case's world, breadth first, for a shorter case on
+    the finding's invariant (the explorer's search, ``peftlife.search.breadth``): first
+    among the scenario's actions with the case's own sizes and each range's ends
+    (``Alphabet.around``: other requests, a few actions deep), then, if that finds
+    none, among the case's own actions (``Alphabet.own``: the same requests in
+    another order or number, deeper). Each visits at most ``SEARCH_STATES`` states.
+    None when the scenario the finding names no longer loads: there is no alphabet."""
     named = scenarios.named(failure.run.scenario)
     if named is None:
         return None
     s = scenarios.for_sut(named, failure.run.sut)
 
     def shorter(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
-        found = breadth.search(
-            factory,
-            case.config,
+        for letters in (
             breadth.Alphabet.around(s, case.config, case.actions),
-            len(case.actions) - 1,
-            max_states=SEARCH_STATES,
-            invariant=failure.invariant,
-            until=until,
-        ).failure
-        return None if found is None else shrink.Trace(case.config, found)
+            breadth.Alphabet.own(s, case.actions),
+        ):
+            found = breadth.search(
+                factory,
+                case.config,
+                letters,
+                len(case.actions) - 1,
+                max_states=SEARCH_STATES,
+                invariant=failure.invariant,
+                until=until,
+            ).failure
+            if found is not None:
+                return shrink.Trace(case.config, found)
+        return None
 
     return shorter
