@@ -10,6 +10,7 @@ import pytest
 from peftlife.checker import drain
 from peftlife.search import breadth, scenarios
 from peftlife.search.breadth import Alphabet
+from peftlife.search.trace import Action
 from peftlife.sut import load
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
@@ -162,3 +163,21 @@ def test_the_reference_fails_nowhere_with_or_without_remembering(drains: list[in
         assert remembered.complete and remembered.failure is None
         assert remembered == drained
     assert sum(drains[::2]) < sum(drains[1::2])
+
+
+def test_a_cases_own_alphabet_holds_its_kinds_its_requests_shortened_and_no_more_requests() -> None:
+    s = scenarios.load("no-lower-tier")  # prompts drawn from 3, outputs from 1
+    submit = Action(
+        "submit",
+        lora_task_id=1,
+        lora_weights=False,
+        lora_path=False,
+        prompt_len=7,
+        max_new_tokens=2,
+    )
+    case = (submit, Action("step"), Action("fail_grow", pool="draft"))
+    own = Alphabet.own(s, case)
+    assert sorted(letter.name for letter in own.letters) == ["fail_grow", "step", "submit"]
+    sizes = [(a.prompt_len, a.max_new_tokens) for a in own.submits]
+    assert sizes == [(7, 2), (7, 1), (3, 2), (3, 1)]
+    assert own.max_requests == 1
