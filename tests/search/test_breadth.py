@@ -165,19 +165,19 @@ def test_the_reference_fails_nowhere_with_or_without_remembering(drains: list[in
     assert sum(drains[::2]) < sum(drains[1::2])
 
 
-def test_a_cases_own_alphabet_holds_its_kinds_its_requests_shortened_and_no_more_requests() -> None:
-    s = scenarios.load("no-lower-tier")  # prompts drawn from 3, outputs from 1
+def test_a_cases_own_alphabet_holds_its_kinds_its_adapters_and_no_more_requests() -> None:
+    s = scenarios.load("no-lower-tier")  # prompts drawn from 3 to 10, outputs from 1 to 3
     submit = Action(
-        "submit",
-        lora_task_id=1,
-        lora_weights=False,
-        lora_path=False,
-        prompt_len=7,
-        max_new_tokens=2,
+        "submit", lora_task_id=1, lora_weights=False, lora_path=True, prompt_len=7, max_new_tokens=2
     )
     case = (submit, Action("step"), Action("fail_grow", pool="draft"))
-    own = Alphabet.own(s, case)
+    own = Alphabet.own(s, NO_LOWER_TIER, case)
     assert sorted(letter.name for letter in own.letters) == ["fail_grow", "step", "submit"]
-    sizes = [(a.prompt_len, a.max_new_tokens) for a in own.submits]
-    assert sizes == [(7, 2), (7, 1), (3, 2), (3, 1)]
+    assert {(a.lora_task_id, a.lora_weights, a.lora_path) for a in own.submits} == {
+        (1, False, True)
+    }
+    sizes = {(a.prompt_len, a.max_new_tokens) for a in own.submits}
+    assert sizes == {(p, o) for p in (3, 7, 10) for o in (1, 2, 3)}  # its own and the ends
     assert own.max_requests == 1
+    # Everything it holds, the scenario's actions around the case hold too.
+    assert set(own.submits) < set(Alphabet.around(s, NO_LOWER_TIER, case).submits)

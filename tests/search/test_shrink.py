@@ -347,7 +347,7 @@ def test_a_case_deeper_than_the_wide_search_is_shortened_among_its_own_actions()
     # The shortest case submits the second request two steps later, with the first's
     # output one token shorter, and drops a step: three changes at once, six actions
     # deep, where the search among the scenario's actions stops at three. Among the
-    # case's own actions (two requests at most, their lengths or the shortest) it is near.
+    # actions the case itself takes (submits and one fault, two requests at most) it is near.
     world = EngineConfig(
         device_pages=3,
         host_pages=0,

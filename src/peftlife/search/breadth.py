@@ -74,27 +74,23 @@ class Alphabet:
         return cls.of(scenario, config, tuple(prompts), tuple(outputs))
 
     @classmethod
-    def own(cls, scenario: Scenario, actions: tuple[Action, ...]) -> Alphabet:
-        """Only what a case itself does: the scenario's letters of the kinds it takes,
-        and at most as many requests as it submits, each one of its own, also with
-        its prompt and its output as short as the scenario draws them. Far fewer
-        choices than ``around``, so a search of a given bound goes deeper: to the
-        same requests in another order, or shorter ones that need fewer steps to
-        reach the same point."""
+    def own(cls, scenario: Scenario, config: EngineConfig, actions: tuple[Action, ...]) -> Alphabet:
+        """``around`` cut down to what a case itself does: the letters of the kinds it
+        takes, requests with the adapters, weights and paths its own take, and at most
+        as many requests as it submits. Far fewer choices, so a search of a given
+        bound goes deeper: to the same requests in another order, or shorter or
+        longer ones that need fewer steps or fewer requests to reach the same point."""
         kinds = {a.kind for a in actions}
-        requests = sum(a.kind == "submit" for a in actions)
-        prompt, output = ranges(scenario)["prompt_len"].lo, ranges(scenario)["max_new_tokens"].lo
-        submitted = tuple(
-            dict.fromkeys(
-                attrs.evolve(a, prompt_len=p, max_new_tokens=o)
-                for a in actions
-                if a.kind == "submit"
-                for p in dict.fromkeys((a.prompt_len, min(prompt, a.prompt_len)))
-                for o in dict.fromkeys((a.max_new_tokens, min(output, a.max_new_tokens)))
-            )
+        submitted = [a for a in actions if a.kind == "submit"]
+        owners = {(a.lora_task_id, a.lora_weights, a.lora_path) for a in submitted}
+        wide = cls.around(scenario, config, actions)
+        return cls(
+            tuple(letter for letter in wide.letters if letter.name in kinds),
+            tuple(
+                a for a in wide.submits if (a.lora_task_id, a.lora_weights, a.lora_path) in owners
+            ),
+            min(len(submitted), wide.max_requests),
         )
-        letters = tuple(letter for letter in enabled(scenario) if letter.name in kinds)
-        return cls(letters, submitted, min(requests, scenario.max_requests))
 
     def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
         """The actions open after ``trace``, in a fixed order (so a search is deterministic)."""

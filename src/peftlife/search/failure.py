@@ -24,10 +24,11 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import SchedulerFactory
 
-# States each of the shrink's two searches of a stuck case's world may visit: among
-# the scenario's actions, every case two actions long in a small world and most three
-# long; among the case's own, most cases of six. Each takes about half a second.
-SEARCH_STATES = 1000
+# States each of the shrink's two searches of a stuck case's world may visit, about a
+# second each: among the scenario's actions, every case two actions long in a small
+# world and most three long; among the case's own, most cases of five or six.
+AROUND_STATES = 1000
+OWN_STATES = 2000
 
 
 @attrs.frozen
@@ -206,26 +207,26 @@ def _searcher(failure: LifecycleFailure, factory: SchedulerFactory) -> shrink.Sh
     """The shrink's search of a stuck case's world, breadth first, for a shorter case on
     the finding's invariant (the explorer's search, ``peftlife.search.breadth``): first
     among the scenario's actions with the case's own sizes and each range's ends
-    (``Alphabet.around``: other requests, a few actions deep), then, if that finds
-    none, among the case's own actions (``Alphabet.own``: the same requests in
-    another order or number, deeper). Each visits at most ``SEARCH_STATES`` states.
-    None when the scenario the finding names no longer loads: there is no alphabet."""
+    (``Alphabet.around``: other requests and faults, a few actions deep), then, if that
+    finds none, among those of them the case itself takes (``Alphabet.own``: its kinds
+    of action, its adapters, no more requests; deeper). None when the scenario the
+    finding names no longer loads: there is no alphabet."""
     named = scenarios.named(failure.run.scenario)
     if named is None:
         return None
     s = scenarios.for_sut(named, failure.run.sut)
 
     def shorter(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
-        for letters in (
-            breadth.Alphabet.around(s, case.config, case.actions),
-            breadth.Alphabet.own(s, case.actions),
+        for letters, max_states in (
+            (breadth.Alphabet.around(s, case.config, case.actions), AROUND_STATES),
+            (breadth.Alphabet.own(s, case.config, case.actions), OWN_STATES),
         ):
             found = breadth.search(
                 factory,
                 case.config,
                 letters,
                 len(case.actions) - 1,
-                max_states=SEARCH_STATES,
+                max_states=max_states,
                 invariant=failure.invariant,
                 until=until,
             ).failure
