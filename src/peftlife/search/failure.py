@@ -170,12 +170,15 @@ def _minimized(
     progress = None if tell is None else (lambda p: tell(p.replays, p.best_actions))
     run = failure.run
     factory = sut.loaded(subject or run.sut).factory
+    # None when the name no longer loads: then every case is admitted, and no search
+    # of the world runs, having no alphabet.
+    scenario = scenarios.named(run.scenario)
     shrunk = shrink.minimize(
         shrink.Trace(run.config, run.actions),
         shrink.same_finding(factory, failure.invariant, schedule_deadline, hung=failure.hung),
-        admits=scenarios.admitting(run.scenario),
+        admits=None if scenario is None else scenario.admits_case,
         # A hung scheduler would wait out its deadline in state after state.
-        shorter=None if failure.hung else _searcher(failure, factory),
+        shorter=None if scenario is None or failure.hung else _searcher(scenario, failure, factory),
         timeout=timeout,
         progress=progress,
     )
@@ -203,18 +206,16 @@ def _minimized(
     return as_shrunk(outcome.violations)
 
 
-def _searcher(failure: LifecycleFailure, factory: SchedulerFactory) -> shrink.Shorter | None:
+def _searcher(
+    scenario: scenarios.Scenario, failure: LifecycleFailure, factory: SchedulerFactory
+) -> shrink.Shorter:
     """The shrink's search of a stuck case's world, breadth first, for a shorter case on
     the finding's invariant (the explorer's search, ``peftlife.search.breadth``): first
     among the scenario's actions with the case's own sizes and each range's ends
     (``Alphabet.around``: other requests and faults, a few actions deep), then, if that
     finds none, among those of them the case itself takes (``Alphabet.own``: its kinds
-    of action, its adapters, no more requests; deeper). None when the scenario the
-    finding names no longer loads: there is no alphabet."""
-    named = scenarios.named(failure.run.scenario)
-    if named is None:
-        return None
-    s = scenarios.for_sut(named, failure.run.sut)
+    of action, its adapters, no more requests; deeper)."""
+    s = scenarios.for_sut(scenario, failure.run.sut)
 
     def shorter(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
         for letters, max_states in (

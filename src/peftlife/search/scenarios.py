@@ -182,6 +182,11 @@ class Scenario(ExecutorKnobs):
             and allows(self.draft_pool, config.draft_device_pages is not None)
         )
 
+    def admits_case(self, config: EngineConfig, actions: Sequence[Action]) -> bool:
+        """Whether a case (a world and its actions) is one the scenario could generate
+        (``admits_world`` and ``admits``): the shrinker keeps to such cases."""
+        return self.admits_world(config) and all(map(self.admits, actions))
+
 
 def named(name: str) -> Scenario | None:
     """The scenario a finding names, or None when that name no longer loads: a user's
@@ -193,14 +198,10 @@ def named(name: str) -> Scenario | None:
 
 
 def admitting(name: str) -> Callable[[EngineConfig, Sequence[Action]], bool] | None:
-    """Whether a case (a world and its actions) is one the scenario a finding names
-    could generate (``admits_world`` and ``admits``), or None (admit every case) when
-    that name no longer loads (``named``).
-    """
+    """``Scenario.admits_case`` of the scenario a finding names, or None (admit every
+    case) when that name no longer loads (``named``)."""
     s = named(name)
-    if s is None:
-        return None
-    return lambda config, actions: s.admits_world(config) and all(map(s.admits, actions))
+    return None if s is None else s.admits_case
 
 
 def _switch(value: Switch) -> st.SearchStrategy[bool]:
