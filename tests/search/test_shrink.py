@@ -305,40 +305,54 @@ def test_the_adapters_left_are_numbered_from_one() -> None:
     assert [task for task, _ in shrunk.config.adapter_pages] == [1]
 
 
+# The world of the two stuck cases below: overlap-kv-pressure's, a one-adapter LoRA
+# cache and one token a step.
+STUCK_WORLD = EngineConfig(
+    device_pages=5,
+    host_pages=0,
+    draft_device_pages=None,
+    tokens_per_block=2,
+    lora_device_pages=1,
+    lora_host_pages=1,
+    adapter_pages=((1, 1),),
+    max_num_tokens=1,
+    max_batch_size=1,
+    enable_chunked_context=True,
+    chunk_unit_size=1,
+    executor="overlap",
+)
+SUBMIT = Action(
+    "submit", lora_task_id=1, lora_weights=True, lora_path=True, prompt_len=4, max_new_tokens=2
+)
+
+
+def _stuck_then_searched(
+    spec: str, world: EngineConfig, stuck: tuple[Action, ...], invariant: str
+) -> tuple[shrink.Shrunk, LifecycleFailure]:
+    """``stuck`` (failing on ``invariant``) shrunk by the passes alone, then as a finding
+    is, with the search of its world."""
+    scenario = "overlap-kv-pressure"
+    outcome = checked_replay(world, stuck, load(spec))
+    assert outcome.violations[0].invariant == invariant
+    passes_alone = shrink.minimize(
+        shrink.Trace(world, stuck),
+        shrink.same_finding(load(spec), invariant),
+        admits=scenarios.admitting(scenario),
+    )
+    shrunk = minimized(LifecycleFailure(outcome.violations, Run(spec, scenario, world, stuck)))
+    assert shrunk.invariant == invariant
+    return passes_alone, shrunk
+
+
 def test_a_stuck_case_is_shortened_by_a_search_of_its_world() -> None:
     # Two submits, a fault and a step: no pass shortens it, since the shortest case
     # (two other submits) changes both requests at once and drops the fault's tail.
-    world = EngineConfig(
-        device_pages=5,
-        host_pages=0,
-        draft_device_pages=None,
-        tokens_per_block=2,
-        lora_device_pages=1,
-        lora_host_pages=1,
-        adapter_pages=((1, 1),),
-        max_num_tokens=1,
-        max_batch_size=1,
-        enable_chunked_context=True,
-        chunk_unit_size=1,
-        executor="overlap",
-    )
-    submit = Action(
-        "submit", lora_task_id=1, lora_weights=True, lora_path=True, prompt_len=4, max_new_tokens=2
-    )
-    stuck = (submit, attrs.evolve(submit, max_new_tokens=3), Action("fail_grow"), STEP)
-    spec = "mutant:evicts_inflight"
-    outcome = checked_replay(world, stuck, load(spec))
-    assert outcome.violations[0].invariant == "in_flight_pin"
-    passes_alone = shrink.minimize(
-        shrink.Trace(world, stuck),
-        shrink.same_finding(load(spec), "in_flight_pin"),
-        admits=scenarios.admitting("overlap-kv-pressure"),
+    stuck = (SUBMIT, attrs.evolve(SUBMIT, max_new_tokens=3), Action("fail_grow"), STEP)
+    passes_alone, shrunk = _stuck_then_searched(
+        "mutant:evicts_inflight", STUCK_WORLD, stuck, "in_flight_pin"
     )
     assert len(passes_alone.actions) == 4
-    found = LifecycleFailure(outcome.violations, Run(spec, "overlap-kv-pressure", world, stuck))
-    shrunk = minimized(found)
     assert [a.kind for a in shrunk.run.actions] == ["submit", "submit"]
-    assert shrunk.invariant == "in_flight_pin"
     assert shrunk.shrink is not None
     assert "search_world" in {p.name for p in shrunk.shrink.passes}
 
@@ -348,36 +362,12 @@ def test_a_case_deeper_than_the_wide_search_is_shortened_among_its_own_actions()
     # output one token shorter, and drops a step: three changes at once, six actions
     # deep, where the search among the scenario's actions stops at three. Among the
     # actions the case itself takes (submits and one fault, two requests at most) it is near.
-    world = EngineConfig(
-        device_pages=3,
-        host_pages=0,
-        draft_device_pages=None,
-        tokens_per_block=2,
-        lora_device_pages=1,
-        lora_host_pages=1,
-        adapter_pages=((1, 1),),
-        max_num_tokens=1,
-        max_batch_size=1,
-        enable_chunked_context=True,
-        chunk_unit_size=1,
-        enable_recompute_pause=True,
-        executor="overlap",
-    )
-    first = Action(
-        "submit", lora_task_id=1, lora_weights=True, lora_path=True, prompt_len=1, max_new_tokens=3
-    )
-    second = attrs.evolve(first, max_new_tokens=2)
-    stuck = (first, second, STEP, STEP, STEP, Action("fail_grow"), STEP)
-    spec, scenario = "mutant:no_reregister_on_resume", "overlap-kv-pressure"
-    outcome = checked_replay(world, stuck, load(spec))
-    invariant = outcome.violations[0].invariant
-    assert invariant == "scheduled_owned_and_resident"
-    passes_alone = shrink.minimize(
-        shrink.Trace(world, stuck),
-        shrink.same_finding(load(spec), invariant),
-        admits=scenarios.admitting(scenario),
+    world = attrs.evolve(STUCK_WORLD, device_pages=3, enable_recompute_pause=True)
+    first = attrs.evolve(SUBMIT, prompt_len=1, max_new_tokens=3)
+    stuck = (first, attrs.evolve(first, max_new_tokens=2), STEP, STEP, STEP)
+    stuck += (Action("fail_grow"), STEP)
+    passes_alone, shrunk = _stuck_then_searched(
+        "mutant:no_reregister_on_resume", world, stuck, "scheduled_owned_and_resident"
     )
     assert len(passes_alone.actions) == 7
-    shrunk = minimized(LifecycleFailure(outcome.violations, Run(spec, scenario, world, stuck)))
     assert len(shrunk.run.actions) == 6
-    assert shrunk.invariant == invariant
