@@ -321,7 +321,7 @@ STUCK_WORLD = EngineConfig(
     chunk_unit_size=1,
     executor="overlap",
 )
-SUBMIT = Action(
+STUCK_SUBMIT = Action(
     "submit", lora_task_id=1, lora_weights=True, lora_path=True, prompt_len=4, max_new_tokens=2
 )
 
@@ -347,7 +347,7 @@ def _stuck_then_searched(
 def test_a_stuck_case_is_shortened_by_a_search_of_its_world() -> None:
     # Two submits, a fault and a step: no pass shortens it, since the shortest case
     # (two other submits) changes both requests at once and drops the fault's tail.
-    stuck = (SUBMIT, attrs.evolve(SUBMIT, max_new_tokens=3), Action("fail_grow"), STEP)
+    stuck = (STUCK_SUBMIT, attrs.evolve(STUCK_SUBMIT, max_new_tokens=3), Action("fail_grow"), STEP)
     passes_alone, shrunk = _stuck_then_searched(
         "mutant:evicts_inflight", STUCK_WORLD, stuck, "in_flight_pin"
     )
@@ -363,7 +363,7 @@ def test_a_case_deeper_than_the_wide_search_is_shortened_among_its_own_actions()
     # deep, where the search among the scenario's actions stops at three. Among the
     # actions the case itself takes (submits and one fault, two requests at most) it is near.
     world = attrs.evolve(STUCK_WORLD, device_pages=3, enable_recompute_pause=True)
-    first = attrs.evolve(SUBMIT, prompt_len=1, max_new_tokens=3)
+    first = attrs.evolve(STUCK_SUBMIT, prompt_len=1, max_new_tokens=3)
     stuck = (first, attrs.evolve(first, max_new_tokens=2), STEP, STEP, STEP)
     stuck += (Action("fail_grow"), STEP)
     passes_alone, shrunk = _stuck_then_searched(
