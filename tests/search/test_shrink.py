@@ -217,6 +217,24 @@ def test_a_predicate_that_hangs_is_held_to_the_hung_bound() -> None:
     assert len(replays) == 1 + shrink.HUNG_REPLAYS  # the confirming replay, then the bound
 
 
+FAULT = Action("fail_grow", pool="target")
+
+
+def test_a_long_case_tied_in_pairs_loses_a_pair_at_once() -> None:
+    # Any predicate: it fails with every step and an even number (two at least) of
+    # faults, so no fault goes alone and no chunk holds two without a step. Thirty
+    # actions, above where the passes that replay more than once per pair start.
+    def even_faults(trace: shrink.Trace) -> bool:
+        kinds = [a.kind for a in trace.actions]
+        return kinds.count("step") == 26 and kinds.count("fail_grow") in (2, 4)
+
+    actions = (FAULT, *[STEP] * 9, FAULT, *[STEP] * 9, FAULT, *[STEP] * 8, FAULT)
+    assert shrink.PAIRWISE_LIMIT < len(actions) <= shrink.PAIR_DELETION_LIMIT
+    shrunk = shrink.minimize(shrink.Trace(CONFIG, actions), even_faults)
+    assert [a.kind for a in shrunk.actions].count("fail_grow") == 2
+    assert len(shrunk.actions) == 28
+
+
 def _overlap_world(*, adapter: int, device_pages: int, tokens: int, batch: int) -> EngineConfig:
     """A small world of the overlap scenarios: one adapter, one page of LoRA cache a tier."""
     return EngineConfig(

@@ -78,9 +78,16 @@ DEFAULT_TIMEOUT = 30.0
 # Once a hang is confirmed: the deadline of each shrink replay, and how many may hang.
 HUNG_DEADLINE = 0.5
 HUNG_REPLAYS = 8
-# The passes that try every pair of positions run only on traces this short; on a
-# longer one they would spend the budget before delta debugging has done its work.
+# The passes that try every pair of positions, and replay more than once for some
+# (moving an action, raising a value, merging, trading a tail), run only on traces
+# this short; on a longer one they would spend the budget before delta debugging
+# has done its work.
 PAIRWISE_LIMIT = 24
+# Deleting a pair replays once per pair: n(n-1)/2 at most, 1,128 at this length. A
+# long case whose actions hold each other in pairs (two refused resumes, where either
+# gone alone changes which later resume is refused) has no other way down to where
+# the costlier passes start.
+PAIR_DELETION_LIMIT = 48
 # Rounds of every pass; a shrink ends sooner when a round changes nothing.
 MAX_ROUNDS = 8
 
@@ -459,7 +466,7 @@ class _Shrinker:
 
     def delete_pairs(self) -> None:
         """Remove two actions that are not neighbours at once (a submit and its step, say)."""
-        if len(self.actions) > PAIRWISE_LIMIT:
+        if len(self.actions) > PAIR_DELETION_LIMIT:
             return
         self._walk(
             lambda: [
