@@ -235,6 +235,26 @@ def test_a_long_case_tied_in_pairs_loses_a_pair_at_once() -> None:
     assert len(shrunk.actions) == 28
 
 
+def test_the_search_runs_again_only_after_it_found_a_shorter_case() -> None:
+    # Cases of 12, 7 and 2 steps fail, none between: no deletion the passes try
+    # gets from one to the next (half, a quarter, one or two actions off), the
+    # search does, and from 2 it finds nothing, so it is not asked again.
+    def lengths(trace: shrink.Trace) -> bool:
+        return len(trace.actions) in (12, 7, 2)
+
+    searched: list[int] = []
+
+    def shorter(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
+        searched.append(len(case.actions))
+        below = [n for n in (7, 2) if n < len(case.actions)]
+        return attrs.evolve(case, actions=(STEP,) * below[0]) if below else None
+
+    shrunk = shrink.minimize(shrink.Trace(CONFIG, (STEP,) * 12), lengths, shorter=shorter)
+    assert searched == [12, 7, 2]
+    assert len(shrunk.actions) == 2
+    assert shrunk.stopped is None
+
+
 def _overlap_world(*, adapter: int, device_pages: int, tokens: int, batch: int) -> EngineConfig:
     """A small world of the overlap scenarios: one adapter, one page of LoRA cache a tier."""
     return EngineConfig(

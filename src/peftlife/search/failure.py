@@ -24,11 +24,13 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.protocol import SchedulerFactory
 
-# States each of the shrink's two searches of a stuck case's world may visit, about a
-# second each: among the scenario's actions, every case two actions long in a small
-# world and most three long; among the case's own, most cases of five or six.
+# States each of the shrink's two searches of a stuck case's world may visit: among
+# the scenario's actions, every case two actions long in a small world and most
+# three long (about a second); among the case's own, most cases of six or seven,
+# deep enough for the long cases the passes leave (10 actions to 8, 13 to 6), in
+# seconds that only a case the search cannot prove shortest sooner pays in full.
 AROUND_STATES = 1000
-OWN_STATES = 2000
+OWN_STATES = 10_000
 
 
 @attrs.frozen
