@@ -181,3 +181,24 @@ def test_a_cases_own_alphabet_holds_its_kinds_its_adapters_and_no_more_requests(
     assert own.max_requests == 1
     # Everything it holds, the scenario's actions around the case hold too.
     assert set(own.submits) < set(Alphabet.around(s, NO_LOWER_TIER, case).submits)
+
+
+def test_a_cases_exact_alphabet_holds_its_very_requests_and_its_own_letters() -> None:
+    s = scenarios.load("no-lower-tier")
+    first, second = (
+        Action(
+            "submit",
+            lora_task_id=1,
+            lora_weights=False,
+            lora_path=True,
+            prompt_len=prompt,
+            max_new_tokens=2,
+        )
+        for prompt in (7, 4)
+    )
+    case = (first, Action("step"), second, first, Action("fail_grow", pool="draft"))
+    exact = Alphabet.exact(s, NO_LOWER_TIER, case)
+    own = Alphabet.own(s, NO_LOWER_TIER, case)
+    assert set(exact.submits) == {first, second}  # each once, however often submitted
+    assert exact.letters == own.letters
+    assert exact.max_requests == own.max_requests == 3

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import pytest
 
 from peftlife.checker.drain import can_drain
-from peftlife.search import scenarios, shrink
+from peftlife.search import failure, scenarios, shrink
 from peftlife.search.failure import LifecycleFailure, Run, minimized
 from peftlife.search.trace import Action, checked_replay
 from peftlife.sut import load
@@ -365,11 +366,14 @@ STUCK_SUBMIT = Action(
 
 
 def _stuck_then_searched(
-    spec: str, world: EngineConfig, stuck: tuple[Action, ...], invariant: str
+    spec: str,
+    world: EngineConfig,
+    stuck: tuple[Action, ...],
+    invariant: str,
+    scenario: str = "overlap-kv-pressure",
 ) -> tuple[shrink.Shrunk, LifecycleFailure]:
     """``stuck`` (failing on ``invariant``) shrunk by the passes alone, then as a finding
     is, with the search of its world."""
-    scenario = "overlap-kv-pressure"
     outcome = checked_replay(world, stuck, load(spec))
     assert outcome.violations[0].invariant == invariant
     passes_alone = shrink.minimize(
@@ -409,3 +413,44 @@ def test_a_case_deeper_than_the_wide_search_is_shortened_among_its_own_actions()
     )
     assert len(passes_alone.actions) == 7
     assert len(shrunk.run.actions) == 6
+
+
+def test_a_case_deeper_than_its_own_search_is_shortened_among_its_very_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Fourteen actions that no pass shortens, nor a search among the scenario's
+    # actions or the case's own kinds and adapters (10,000 states; cut to one here to
+    # keep the test short): the shorter case submits the second request twice,
+    # nine actions deep, and only a search among the case's very requests gets there.
+    monkeypatch.setattr(failure, "AROUND_STATES", 1)
+    monkeypatch.setattr(failure, "OWN_STATES", 1)
+    world = EngineConfig(
+        device_pages=6,
+        draft_device_pages=6,
+        tokens_per_block=2,
+        lora_device_pages=1,
+        lora_host_pages=2,
+        adapter_pages=((2, 1), (1, 1)),
+        max_num_tokens=3,
+        max_batch_size=1,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+    )
+    first, second = (
+        Action(
+            "submit",
+            lora_task_id=task,
+            lora_weights=False,
+            lora_path=True,
+            prompt_len=prompt,
+            max_new_tokens=out,
+        )
+        for task, prompt, out in ((1, 7, 2), (2, 5, 1))
+    )
+    draft, refuse = Action("fail_grow", pool="draft"), Action("refuse_resume", pool="target")
+    stuck = (first, second, *[STEP] * 3, draft, refuse, *[STEP] * 3, draft, STEP, draft, STEP)
+    passes_alone, shrunk = _stuck_then_searched(
+        "mutant:phantom_pause_unstarted", world, stuck, "no_phantom_owner", "no-lower-tier"
+    )
+    assert len(passes_alone.actions) == 14
+    assert len(shrunk.run.actions) <= 9

@@ -92,6 +92,17 @@ class Alphabet:
             min(len(submitted), wide.max_requests),
         )
 
+    @classmethod
+    def exact(
+        cls, scenario: Scenario, config: EngineConfig, actions: tuple[Action, ...]
+    ) -> Alphabet:
+        """``own`` with only the very requests the case submits: the fewest choices, so
+        the deepest search, to the same requests in another order, or fewer of them, or
+        one of them twice."""
+        own = cls.own(scenario, config, actions)
+        submitted = {a for a in actions if a.kind == "submit"}
+        return attrs.evolve(own, submits=tuple(a for a in own.submits if a in submitted))
+
     def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
         """The actions open after ``trace``, in a fixed order (so a search is deterministic)."""
         for letter in self.letters:
