@@ -222,9 +222,9 @@ FAULT = Action("fail_grow", pool="target")
 
 
 def test_a_long_case_tied_in_pairs_loses_a_pair_at_once() -> None:
-    # Any predicate: it fails with every step and an even number (two at least) of
-    # faults, so no fault goes alone and no chunk holds two without a step. Thirty
-    # actions, above where the passes that replay more than once per pair start.
+    # Any predicate: it fails with all 26 steps and two or four faults, so no fault
+    # goes alone and no chunk holds two without a step. Thirty actions, above where
+    # the passes that replay more than once per pair start.
     def even_faults(trace: shrink.Trace) -> bool:
         kinds = [a.kind for a in trace.actions]
         return kinds.count("step") == 26 and kinds.count("fail_grow") in (2, 4)
