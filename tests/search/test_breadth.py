@@ -202,3 +202,27 @@ def test_a_cases_exact_alphabet_holds_its_very_requests_and_its_own_letters() ->
     assert set(exact.submits) == {first, second}  # each once, however often submitted
     assert exact.letters == own.letters
     assert exact.max_requests == own.max_requests == 3
+
+
+def test_an_alphabet_by_owner_holds_one_adapters_requests_at_a_time() -> None:
+    s = scenarios.load("no-lower-tier")
+    first, second = (
+        Action(
+            "submit",
+            lora_task_id=task,
+            lora_weights=False,
+            lora_path=True,
+            prompt_len=7,
+            max_new_tokens=2,
+        )
+        for task in (1, 2)
+    )
+    two = attrs.evolve(NO_LOWER_TIER, adapter_pages=((1, 1), (2, 1)))
+    own = Alphabet.own(s, two, (first, second, Action("step")))
+    mine, theirs = own.by_owner()
+    assert {a.lora_task_id for a in mine.submits} == {1}
+    assert {a.lora_task_id for a in theirs.submits} == {2}
+    assert set(mine.submits) | set(theirs.submits) == set(own.submits)
+    assert (mine.letters, mine.max_requests) == (own.letters, own.max_requests)
+    # One owner only: the alphabet itself, so no search of its own.
+    assert Alphabet.own(s, two, (first, Action("step"))).by_owner() == ()

@@ -454,3 +454,49 @@ def test_a_case_deeper_than_its_own_search_is_shortened_among_its_very_requests(
     )
     assert len(passes_alone.actions) == 14
     assert len(shrunk.run.actions) <= 9
+
+
+def test_a_case_two_adapters_hide_is_shortened_among_one_adapters_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # recompute_pause_terminates in chunked-prefill, six actions over two adapters,
+    # that no pass shortens, nor a search among the case's very requests: the shorter
+    # case has three requests of one adapter, one fault less. A search among both
+    # adapters' requests takes 43,580 states to reach it (cut here, with the wide
+    # one, to one state), one adapter's alone 7,889.
+    monkeypatch.setattr(failure, "AROUND_STATES", 1)
+    monkeypatch.setattr(failure, "OWN_STATES", 1)
+    world = EngineConfig(
+        device_pages=4,
+        tokens_per_block=2,
+        lora_device_pages=2,
+        lora_host_pages=2,
+        adapter_pages=((2, 1), (1, 1)),
+        max_num_tokens=3,
+        max_batch_size=2,
+        enable_chunked_context=True,
+        chunk_unit_size=1,
+        recompute_teardown="scheduler_only",
+    )
+    requests = tuple(
+        Action(
+            "submit",
+            lora_task_id=task,
+            lora_weights=False,
+            lora_path=True,
+            prompt_len=prompt,
+            max_new_tokens=out,
+        )
+        for task, prompt, out in ((1, 1, 2), (2, 3, 1), (2, 4, 1))
+    )
+    stuck = (*requests, FAULT, FAULT, STEP)
+    passes_alone, shrunk = _stuck_then_searched(
+        "mutant:recompute_pause_terminates",
+        world,
+        stuck,
+        "ownership_follows_residency",
+        "chunked-prefill",
+    )
+    assert len(passes_alone.actions) == 6
+    assert len(shrunk.run.actions) == 5
+    assert len({a.lora_task_id for a in shrunk.run.actions if a.kind == "submit"}) == 1

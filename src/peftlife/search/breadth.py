@@ -82,14 +82,24 @@ class Alphabet:
         longer ones that need fewer steps or fewer requests to reach the same point."""
         kinds = {a.kind for a in actions}
         submitted = [a for a in actions if a.kind == "submit"]
-        owners = {(a.lora_task_id, a.lora_weights, a.lora_path) for a in submitted}
+        owners = {_owner(a) for a in submitted}
         wide = cls.around(scenario, config, actions)
         return cls(
             tuple(letter for letter in wide.letters if letter.name in kinds),
-            tuple(
-                a for a in wide.submits if (a.lora_task_id, a.lora_weights, a.lora_path) in owners
-            ),
+            tuple(a for a in wide.submits if _owner(a) in owners),
             min(len(submitted), wide.max_requests),
+        )
+
+    def by_owner(self) -> tuple[Alphabet, ...]:
+        """This alphabet cut to the requests of one owner (adapter, weights, path) at a
+        time, none when it holds one owner only. Half the choices or fewer, so a search
+        of a given bound goes deeper, to a case whose requests all share an adapter."""
+        owners = dict.fromkeys(_owner(a) for a in self.submits)
+        if len(owners) < 2:
+            return ()
+        return tuple(
+            attrs.evolve(self, submits=tuple(a for a in self.submits if _owner(a) == owner))
+            for owner in owners
         )
 
     @classmethod
@@ -107,6 +117,12 @@ class Alphabet:
         """The actions open after ``trace``, in a fixed order (so a search is deterministic)."""
         for letter in self.letters:
             yield from letter.choices(engine, trace, self)
+
+
+def _owner(submit: Action) -> tuple[int | None, bool, bool]:
+    """Who a request's adapter belongs to, as an alphabet tells requests apart: its
+    adapter, whether it sends the weights, whether it names a path."""
+    return (submit.lora_task_id, submit.lora_weights, submit.lora_path)
 
 
 @attrs.frozen
