@@ -29,9 +29,10 @@ from peftlife.world.protocol import SchedulerFactory
 # long (about a second); among the case's own, most cases of six or seven, deep
 # enough for the long cases the passes leave (10 actions to 8, 13 to 6); among its
 # very requests, deeper still (14 to 9, every case of 9 covered in 7,310 states);
-# among those of each of its adapters alone, a case of one adapter two adapters
-# hide (6 to 5: 7,889 states, where both together take 43,580). Seconds in all,
-# which only a case the searches cannot prove shortest sooner pays in full.
+# among the requests of one of its adapters at a time, a case of one adapter that
+# the search among both misses (6 to 5: 7,889 states, where both together take
+# 43,580). Seconds in all, which only a case the searches cannot prove shortest
+# sooner pays in full.
 AROUND_STATES = 1000
 OWN_STATES = 10_000
 EXACT_STATES = 10_000
