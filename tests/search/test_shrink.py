@@ -273,11 +273,11 @@ def _overlap_world(*, adapter: int, device_pages: int, tokens: int, batch: int) 
     )
 
 
-def _request(adapter: int, prompt: int, outputs: int) -> Action:
+def _request(adapter: int, prompt: int, outputs: int, *, weights: bool = True) -> Action:
     return Action(
         "submit",
         lora_task_id=adapter,
-        lora_weights=True,
+        lora_weights=weights,
         prompt_len=prompt,
         max_new_tokens=outputs,
         lora_path=True,
@@ -415,15 +415,21 @@ def test_a_case_deeper_than_the_wide_search_is_shortened_among_its_own_actions()
     assert len(shrunk.run.actions) == 6
 
 
-def test_a_case_deeper_than_its_own_search_is_shortened_among_its_very_requests(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Fourteen actions that no pass shortens, nor a search among the scenario's
-    # actions or the case's own kinds and adapters (10,000 states; cut to one here to
-    # keep the test short): the shorter case submits the second request twice,
-    # nine actions deep, and only a search among the case's very requests gets there.
+@pytest.fixture
+def deeper_searches_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shrink's searches among the scenario's actions and among the case's own cut
+    to one state: each finds nothing at its real bound in the cases below, and this
+    keeps their tests to seconds."""
     monkeypatch.setattr(failure, "AROUND_STATES", 1)
     monkeypatch.setattr(failure, "OWN_STATES", 1)
+
+
+@pytest.mark.usefixtures("deeper_searches_only")
+def test_a_case_deeper_than_its_own_search_is_shortened_among_its_very_requests() -> None:
+    # Fourteen actions that no pass shortens, nor a search among the scenario's
+    # actions or the case's own kinds and adapters: the shorter case submits the
+    # second request twice, nine actions deep, and only a search among the case's
+    # very requests gets there.
     world = EngineConfig(
         device_pages=6,
         draft_device_pages=6,
@@ -436,17 +442,7 @@ def test_a_case_deeper_than_its_own_search_is_shortened_among_its_very_requests(
         enable_chunked_context=True,
         chunk_unit_size=1,
     )
-    first, second = (
-        Action(
-            "submit",
-            lora_task_id=task,
-            lora_weights=False,
-            lora_path=True,
-            prompt_len=prompt,
-            max_new_tokens=out,
-        )
-        for task, prompt, out in ((1, 7, 2), (2, 5, 1))
-    )
+    first, second = _request(1, 7, 2, weights=False), _request(2, 5, 1, weights=False)
     draft, refuse = Action("fail_grow", pool="draft"), Action("refuse_resume", pool="target")
     stuck = (first, second, *[STEP] * 3, draft, refuse, *[STEP] * 3, draft, STEP, draft, STEP)
     passes_alone, shrunk = _stuck_then_searched(
@@ -456,16 +452,12 @@ def test_a_case_deeper_than_its_own_search_is_shortened_among_its_very_requests(
     assert len(shrunk.run.actions) <= 9
 
 
-def test_a_case_two_adapters_hide_is_shortened_among_one_adapters_requests(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.usefixtures("deeper_searches_only")
+def test_a_case_two_adapters_hide_is_shortened_among_one_adapters_requests() -> None:
     # recompute_pause_terminates in chunked-prefill, six actions over two adapters,
     # that no pass shortens, nor a search among the case's very requests: the shorter
     # case has three requests of one adapter, one fault less. A search among both
-    # adapters' requests takes 43,580 states to reach it (cut here, with the wide
-    # one, to one state), one adapter's alone 7,889.
-    monkeypatch.setattr(failure, "AROUND_STATES", 1)
-    monkeypatch.setattr(failure, "OWN_STATES", 1)
+    # adapters' requests takes 43,580 states to reach it, one adapter's alone 7,889.
     world = EngineConfig(
         device_pages=4,
         tokens_per_block=2,
@@ -478,16 +470,9 @@ def test_a_case_two_adapters_hide_is_shortened_among_one_adapters_requests(
         chunk_unit_size=1,
         recompute_teardown="scheduler_only",
     )
-    requests = tuple(
-        Action(
-            "submit",
-            lora_task_id=task,
-            lora_weights=False,
-            lora_path=True,
-            prompt_len=prompt,
-            max_new_tokens=out,
-        )
-        for task, prompt, out in ((1, 1, 2), (2, 3, 1), (2, 4, 1))
+    requests = (
+        _request(1, 1, 2, weights=False),
+        *[_request(2, p, 1, weights=False) for p in (3, 4)],
     )
     stuck = (*requests, FAULT, FAULT, STEP)
     passes_alone, shrunk = _stuck_then_searched(
