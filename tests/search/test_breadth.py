@@ -171,7 +171,8 @@ def test_a_cases_own_alphabet_holds_its_kinds_its_adapters_and_no_more_requests(
         "submit", lora_task_id=1, lora_weights=False, lora_path=True, prompt_len=7, max_new_tokens=2
     )
     case = (submit, Action("step"), Action("fail_grow", pool="draft"))
-    own = Alphabet.own(s, NO_LOWER_TIER, case)
+    around = Alphabet.around(s, NO_LOWER_TIER, case)
+    own = around.own(case)
     assert sorted(letter.name for letter in own.letters) == ["fail_grow", "step", "submit"]
     assert {(a.lora_task_id, a.lora_weights, a.lora_path) for a in own.submits} == {
         (1, False, True)
@@ -180,7 +181,7 @@ def test_a_cases_own_alphabet_holds_its_kinds_its_adapters_and_no_more_requests(
     assert sizes == {(p, o) for p in (3, 7, 10) for o in (1, 2, 3)}  # its own and the ends
     assert own.max_requests == 1
     # Everything it holds, the scenario's actions around the case hold too.
-    assert set(own.submits) < set(Alphabet.around(s, NO_LOWER_TIER, case).submits)
+    assert set(own.submits) < set(around.submits)
 
 
 def test_a_cases_exact_alphabet_holds_its_very_requests_and_its_own_letters() -> None:
@@ -197,8 +198,8 @@ def test_a_cases_exact_alphabet_holds_its_very_requests_and_its_own_letters() ->
         for prompt in (7, 4)
     )
     case = (first, Action("step"), second, first, Action("fail_grow", pool="draft"))
-    exact = Alphabet.exact(s, NO_LOWER_TIER, case)
-    own = Alphabet.own(s, NO_LOWER_TIER, case)
+    own = Alphabet.around(s, NO_LOWER_TIER, case).own(case)
+    exact = own.exact(case)
     assert set(exact.submits) == {first, second}  # each once, however often submitted
     assert exact.letters == own.letters
     assert exact.max_requests == own.max_requests == 3
@@ -218,11 +219,13 @@ def test_an_alphabet_by_owner_holds_one_adapters_requests_at_a_time() -> None:
         for task in (1, 2)
     )
     two = attrs.evolve(NO_LOWER_TIER, adapter_pages=((1, 1), (2, 1)))
-    own = Alphabet.own(s, two, (first, second, Action("step")))
+    case = (first, second, Action("step"))
+    own = Alphabet.around(s, two, case).own(case)
     mine, theirs = own.by_owner()
     assert {a.lora_task_id for a in mine.submits} == {1}
     assert {a.lora_task_id for a in theirs.submits} == {2}
     assert set(mine.submits) | set(theirs.submits) == set(own.submits)
     assert (mine.letters, mine.max_requests) == (own.letters, own.max_requests)
     # One owner only: the alphabet itself, so no search of its own.
-    assert Alphabet.own(s, two, (first, Action("step"))).by_owner() == ()
+    alone = (first, Action("step"))
+    assert Alphabet.around(s, two, alone).own(alone).by_owner() == ()

@@ -73,22 +73,28 @@ class Alphabet:
         outputs = sorted({a.max_new_tokens for a in submitted} | {output.lo, output.hi})
         return cls.of(scenario, config, tuple(prompts), tuple(outputs))
 
-    @classmethod
-    def own(cls, scenario: Scenario, config: EngineConfig, actions: tuple[Action, ...]) -> Alphabet:
-        """``around`` cut down to what a case itself does: the letters of the kinds it
-        takes, requests with the adapters, weights and paths its own take, and at most
-        as many requests as it submits. Far fewer choices, so a search of a given
-        bound goes deeper: to the same requests in another order, or shorter or
-        longer ones that need fewer steps or fewer requests to reach the same point."""
+    def own(self, actions: tuple[Action, ...]) -> Alphabet:
+        """This alphabet (``around`` a case) cut down to what the case itself does: the
+        letters of the kinds it takes, requests with the adapters, weights and paths its
+        own take, and at most as many requests as it submits. Far fewer choices, so a
+        search of a given bound goes deeper: to the same requests in another order, or
+        shorter or longer ones that need fewer steps or fewer requests to reach the same
+        point."""
         kinds = {a.kind for a in actions}
         submitted = [a for a in actions if a.kind == "submit"]
         owners = {_owner(a) for a in submitted}
-        wide = cls.around(scenario, config, actions)
-        return cls(
-            tuple(letter for letter in wide.letters if letter.name in kinds),
-            tuple(a for a in wide.submits if _owner(a) in owners),
-            min(len(submitted), wide.max_requests),
+        return Alphabet(
+            tuple(letter for letter in self.letters if letter.name in kinds),
+            tuple(a for a in self.submits if _owner(a) in owners),
+            min(len(submitted), self.max_requests),
         )
+
+    def exact(self, actions: tuple[Action, ...]) -> Alphabet:
+        """This alphabet with only the very requests the case ``actions`` submits: on a
+        case's ``own``, the fewest choices, so the deepest search, to the same requests
+        in another order, or fewer of them, or one of them twice."""
+        submitted = {a for a in actions if a.kind == "submit"}
+        return attrs.evolve(self, submits=tuple(a for a in self.submits if a in submitted))
 
     def by_owner(self) -> tuple[Alphabet, ...]:
         """This alphabet cut to the requests of one owner (adapter, weights, path) at a
@@ -101,17 +107,6 @@ class Alphabet:
             attrs.evolve(self, submits=tuple(a for a in self.submits if _owner(a) == owner))
             for owner in owners
         )
-
-    @classmethod
-    def exact(
-        cls, scenario: Scenario, config: EngineConfig, actions: tuple[Action, ...]
-    ) -> Alphabet:
-        """``own`` with only the very requests the case submits: the fewest choices, so
-        the deepest search, to the same requests in another order, or fewer of them, or
-        one of them twice."""
-        own = cls.own(scenario, config, actions)
-        submitted = {a for a in actions if a.kind == "submit"}
-        return attrs.evolve(own, submits=tuple(a for a in own.submits if a in submitted))
 
     def actions(self, engine: Engine, trace: tuple[Action, ...]) -> Iterator[Action]:
         """The actions open after ``trace``, in a fixed order (so a search is deterministic)."""

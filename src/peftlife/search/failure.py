@@ -225,15 +225,16 @@ def _searcher(
     of action, its adapters, no more requests; deeper), then among its very requests
     (``Alphabet.exact``; deeper still, and cheap when it finds nothing), then among
     those of one of its adapters at a time (``Alphabet.by_owner``): the first search
-    that finds a shorter case ends the move."""
+    that finds a shorter case ends the move. Each alphabet is cut from the one before."""
     s = scenarios.for_sut(scenario, failure.run.sut)
 
     def shorter(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
-        own = breadth.Alphabet.own(s, case.config, case.actions)
+        around = breadth.Alphabet.around(s, case.config, case.actions)
+        own = around.own(case.actions)
         for letters, max_states in (
-            (breadth.Alphabet.around(s, case.config, case.actions), AROUND_STATES),
+            (around, AROUND_STATES),
             (own, OWN_STATES),
-            (breadth.Alphabet.exact(s, case.config, case.actions), EXACT_STATES),
+            (own.exact(case.actions), EXACT_STATES),
             *((one, OWNER_STATES) for one in own.by_owner()),
         ):
             found = breadth.search(
