@@ -346,23 +346,8 @@ def test_the_adapters_left_are_numbered_from_one() -> None:
 
 # The world of the two stuck cases below: overlap-kv-pressure's, a one-adapter LoRA
 # cache and one token a step.
-STUCK_WORLD = EngineConfig(
-    device_pages=5,
-    host_pages=0,
-    draft_device_pages=None,
-    tokens_per_block=2,
-    lora_device_pages=1,
-    lora_host_pages=1,
-    adapter_pages=((1, 1),),
-    max_num_tokens=1,
-    max_batch_size=1,
-    enable_chunked_context=True,
-    chunk_unit_size=1,
-    executor="overlap",
-)
-STUCK_SUBMIT = Action(
-    "submit", lora_task_id=1, lora_weights=True, lora_path=True, prompt_len=4, max_new_tokens=2
-)
+STUCK_WORLD = _overlap_world(adapter=1, device_pages=5, tokens=1, batch=1)
+STUCK_SUBMIT = _request(1, 4, 2)
 
 
 def _stuck_then_searched(
@@ -404,7 +389,7 @@ def test_a_case_deeper_than_the_wide_search_is_shortened_among_its_own_actions()
     # output one token shorter, and drops a step: three changes at once, six actions
     # deep, where the search among the scenario's actions stops at three. Among the
     # actions the case itself takes (submits and one fault, two requests at most) it is near.
-    world = attrs.evolve(STUCK_WORLD, device_pages=3, enable_recompute_pause=True)
+    world = attrs.evolve(STUCK_WORLD, device_pages=3)
     first = attrs.evolve(STUCK_SUBMIT, prompt_len=1, max_new_tokens=3)
     stuck = (first, attrs.evolve(first, max_new_tokens=2), STEP, STEP, STEP)
     stuck += (Action("fail_grow"), STEP)
