@@ -366,8 +366,6 @@ class _Shrinker:
     # Each pass's statistics by name, and the pass now running.
     stats: dict[str, PassStats] = attrs.Factory(dict)
     current: PassStats = attrs.Factory(lambda: PassStats("none"))
-    # Whether a search of the world has run and found nothing: it would find nothing again.
-    searched_out: bool = False
 
     @property
     def trace(self) -> Trace:
@@ -600,7 +598,8 @@ class _Shrinker:
         the same way: what the passes cannot reach by one local move at a time."""
         if self.shorter is not None:
             found = self.shorter(self.trace, self.deadline)
-            self.searched_out = found is None or not self.adopt(found.config, found.actions)
+            if found is not None:
+                self.adopt(found.config, found.actions)
 
     def _try_shorter(self, actions: tuple[Action, ...]) -> bool:
         """Keep ``actions`` (same length) only if deleting one action, or two neighbours,
@@ -640,9 +639,10 @@ LAST_RESORT: tuple[Callable[[_Shrinker], None], ...] = (
     _Shrinker.merge_neighbours,
     _Shrinker.trade_tail,
 )
-# The move after the last resort: its one search costs as much as many passes. It
-# runs again only after it found a shorter case, from which the passes may have
-# gone on, and a search from there may reach deeper.
+# The move after the last resort: its one search costs as much as many passes. One
+# that finds nothing ends the shrink, so it runs again only after it found a shorter
+# case, from which the passes may have gone on, and a search from there may reach
+# deeper.
 SEARCH = _Shrinker.search_world
 
 
@@ -999,9 +999,9 @@ def minimize(
             if shrinker.trace == before:  # stuck: the costly passes, then the search
                 for run_pass in LAST_RESORT:
                     shrinker.run(run_pass)
-                if shrinker.trace == before and shorter is not None and not shrinker.searched_out:
+                if shrinker.trace == before and shorter is not None:
                     shrinker.run(SEARCH)
-                if shrinker.trace == before:
+                if shrinker.trace == before:  # a search that found nothing ends the shrink
                     break
             passes.sort(key=lambda p: useful[p.__name__])  # stable: ties keep their order
     except _Stopped as bound:
