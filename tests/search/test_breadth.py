@@ -165,11 +165,21 @@ def test_the_reference_fails_nowhere_with_or_without_remembering(drains: list[in
     assert sum(drains[::2]) < sum(drains[1::2])
 
 
+def _submit(adapter: int, prompt: int) -> Action:
+    """A request as no-lower-tier draws them (no weights sent, a path named), two tokens out."""
+    return Action(
+        "submit",
+        lora_task_id=adapter,
+        lora_weights=False,
+        lora_path=True,
+        prompt_len=prompt,
+        max_new_tokens=2,
+    )
+
+
 def test_a_cases_own_alphabet_holds_its_kinds_its_adapters_and_no_more_requests() -> None:
     s = scenarios.load("no-lower-tier")  # prompts drawn from 3 to 10, outputs from 1 to 3
-    submit = Action(
-        "submit", lora_task_id=1, lora_weights=False, lora_path=True, prompt_len=7, max_new_tokens=2
-    )
+    submit = _submit(1, 7)
     case = (submit, Action("step"), Action("fail_grow", pool="draft"))
     around = Alphabet.around(s, NO_LOWER_TIER, case)
     own = around.own(case)
@@ -186,17 +196,7 @@ def test_a_cases_own_alphabet_holds_its_kinds_its_adapters_and_no_more_requests(
 
 def test_a_cases_exact_alphabet_holds_its_very_requests_and_its_own_letters() -> None:
     s = scenarios.load("no-lower-tier")
-    first, second = (
-        Action(
-            "submit",
-            lora_task_id=1,
-            lora_weights=False,
-            lora_path=True,
-            prompt_len=prompt,
-            max_new_tokens=2,
-        )
-        for prompt in (7, 4)
-    )
+    first, second = _submit(1, 7), _submit(1, 4)
     case = (first, Action("step"), second, first, Action("fail_grow", pool="draft"))
     own = Alphabet.around(s, NO_LOWER_TIER, case).own(case)
     exact = own.exact(case)
@@ -207,17 +207,7 @@ def test_a_cases_exact_alphabet_holds_its_very_requests_and_its_own_letters() ->
 
 def test_an_alphabet_by_owner_holds_one_adapters_requests_at_a_time() -> None:
     s = scenarios.load("no-lower-tier")
-    first, second = (
-        Action(
-            "submit",
-            lora_task_id=task,
-            lora_weights=False,
-            lora_path=True,
-            prompt_len=7,
-            max_new_tokens=2,
-        )
-        for task in (1, 2)
-    )
+    first, second = _submit(1, 7), _submit(2, 7)
     two = attrs.evolve(NO_LOWER_TIER, adapter_pages=((1, 1), (2, 1)))
     case = (first, second, Action("step"))
     own = Alphabet.around(s, two, case).own(case)
