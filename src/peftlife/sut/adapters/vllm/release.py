@@ -2,10 +2,12 @@
 
 ``release_files("0.33.0", cache)`` runs ``pip download --no-deps`` for that
 release's wheel (once: a later call finds the files in ``cache``), checks each
-file the spike loads against the wheel's ``RECORD`` (so what runs is the
-release's file, byte for byte), and unpacks only those files to
-``cache/vllm-VERSION/vllm/...``; the wheel is not kept. Nothing is installed and
-none of vLLM's dependencies are fetched.
+of its Python sources against the wheel's ``RECORD`` (so what runs is the
+release's file, byte for byte), and unpacks them, and only them, to
+``cache/vllm-VERSION/vllm/...``; the wheel and its compiled extensions are not
+kept. Every source, not only those loaded today: which files a part of vLLM
+needs changes from release to release, and a cached release must serve them
+all. Nothing is installed and none of vLLM's dependencies are fetched.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import zipfile
 from pathlib import Path
 
 from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
-from peftlife.sut.adapters.vllm.checkout import FILES
 
 DOWNLOAD_SECONDS = 600  # the wheel is some 340 MB
+# Written last, so a folder without it is a half-unpacked one to unpack again.
+COMPLETE = ".unpacked"
 
 
 def _record_digests(wheel: zipfile.ZipFile) -> dict[str, str]:
@@ -39,21 +42,22 @@ def _digest(data: bytes) -> str:
 
 
 def unpack(wheel_path: Path, target: Path) -> None:
-    """The spike's files of ``wheel_path`` under ``target/vllm``, each checked against RECORD."""
+    """The Python sources of ``wheel_path`` under ``target/vllm``, each checked against RECORD."""
     with zipfile.ZipFile(wheel_path) as wheel:
         digests = _record_digests(wheel)
-        for relative, _ in FILES:
-            member = f"vllm/{relative}"
+        sources = [n for n in wheel.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+        for member in sources:
             data = wheel.read(member)
             if digests.get(member) != _digest(data):
                 raise CheckoutError(f"{member} in {wheel_path.name} does not match its RECORD")
             out = target / member
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
+    (target / COMPLETE).touch()
 
 
 def _complete(target: Path) -> bool:
-    return all((target / "vllm" / relative).is_file() for relative, _ in FILES)
+    return (target / COMPLETE).is_file()
 
 
 def release_files(version: str, cache: Path, timeout: float = DOWNLOAD_SECONDS) -> Path:
