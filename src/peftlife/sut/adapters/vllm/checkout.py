@@ -1,16 +1,17 @@
-"""Load a vLLM checkout's v1 scheduler, unmodified, over the stand-ins.
+"""Load a vLLM checkout's scheduler and KV cache chain, unmodified, over the stand-ins.
 
 ``Checkout(path)`` finds ``vllm/v1/core/sched/scheduler.py`` under ``path`` (a
-checkout's root, an installed or unpacked ``vllm`` package directory), then
-executes six upstream files under their real module names with the
-stand-ins installed: ``v1/request.py`` (the request and its status),
-``sched/interface.py``, ``sched/request_queue.py``, ``sched/utils.py``,
-``sched/output.py`` and ``sched/scheduler.py``. As for TensorRT-LLM, the loaded
-modules are kept by the ``Checkout`` object, not in ``sys.modules``, and
-``installed()`` puts them back for each call into the scheduler.
+checkout's root, an installed or unpacked ``vllm`` package directory), reads
+the release from ``vllm/_version.py``, then executes the upstream files of
+``FILES`` (with those its release range adds, ``releases.py``) under their
+real module names with the stand-ins installed: the request, the KV cache
+manager with its coordinator, per-type managers, block pool and block hasher,
+and the scheduler. As for TensorRT-LLM, the loaded modules are kept by the
+``Checkout`` object, not in ``sys.modules``, and ``installed()`` puts them
+back for each call into the scheduler.
 
 A file that imports a name the stand-ins lack raises ``CheckoutError`` naming
-the file, the module and the name.
+the release, the file, the module and the name.
 """
 
 from __future__ import annotations
@@ -20,14 +21,31 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
 from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn
-from peftlife.sut.adapters.vllm import blocks, standins
+from peftlife.sut.adapters.vllm import releases, standins
 
-# The upstream files, in load order (each imports only stand-ins and those before it).
+# The upstream files every release loads, in load order (each imports only
+# stand-ins and those before it); a release range's own files come first.
+BASE = (
+    ("envs.py", "vllm.envs"),
+    ("utils/math_utils.py", "vllm.utils.math_utils"),
+    ("utils/hashing.py", "vllm.utils.hashing"),
+)
 FILES = (
     ("v1/request.py", "vllm.v1.request"),
+    ("v1/kv_cache_layout.py", "vllm.v1.kv_cache_layout"),
+    ("v1/kv_cache_spec_registry.py", "vllm.v1.kv_cache_spec_registry"),
+    ("v1/kv_cache_interface.py", "vllm.v1.kv_cache_interface"),
+    ("v1/core/kv_cache_metrics.py", "vllm.v1.core.kv_cache_metrics"),
+    ("v1/core/kv_cache_utils.py", "vllm.v1.core.kv_cache_utils"),
+    ("v1/core/block_pool.py", "vllm.v1.core.block_pool"),
+    ("v1/hisparse/block_pool.py", "vllm.v1.hisparse.block_pool"),
+    ("v1/core/single_type_kv_cache_manager.py", "vllm.v1.core.single_type_kv_cache_manager"),
+    ("v1/core/kv_cache_coordinator.py", "vllm.v1.core.kv_cache_coordinator"),
+    ("v1/core/kv_cache_manager.py", "vllm.v1.core.kv_cache_manager"),
     ("v1/core/sched/interface.py", "vllm.v1.core.sched.interface"),
     ("v1/core/sched/request_queue.py", "vllm.v1.core.sched.request_queue"),
     ("v1/core/sched/utils.py", "vllm.v1.core.sched.utils"),
@@ -61,18 +79,15 @@ class Checkout:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.package = find_package(path)
+        self.release = releases.for_version(releases.package_version(self.package))
         self._misses: list[MissingStandIn] = []
-        kv_manager = {
-            "KVCacheManager": blocks.KVCacheManager,
-            "KVCacheBlocks": blocks.KVCacheBlocks,
-            "KVCacheBlock": blocks.KVCacheBlock,
-        }
-        self.modules = standins.build(kv_manager, self._misses)
-        for relative, name in FILES:
+        self.modules = standins.build(self.release.standins, self._misses)
+        self.files = BASE + self.release.files + FILES
+        for relative, name in self.files:
             self._load(self.package / relative, name)
         self.scheduler_class: type = self.modules[SCHEDULER].Scheduler
         self.request_class: type = self.modules["vllm.v1.request"].Request
-        self.request_status: type = self.modules["vllm.v1.request"].RequestStatus
+        self.request_status: Any = self.modules["vllm.v1.request"].RequestStatus
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -80,13 +95,21 @@ class Checkout:
         with standins.installed(self.modules):
             yield
 
+    def module(self, name: str) -> types.ModuleType:
+        """A loaded module by its vLLM name (``vllm.v1.core.kv_cache_utils``)."""
+        return self.modules[name]
+
     def _load(self, file: Path, name: str) -> None:
+        release = f"vLLM {self.release.version}"
         if not file.is_file():
-            raise CheckoutError(f"no {file.name} at {file}")
+            raise CheckoutError(f"{release}: no {file.name} at {file}")
         spec = importlib.util.spec_from_file_location(name, file)
         assert spec is not None
         module: types.ModuleType = importlib.util.module_from_spec(spec)
         self.modules[name] = module
+        parent, _, child = name.rpartition(".")
+        # `from vllm import envs` finds the module as its package's attribute.
+        self.modules[parent].__dict__[child] = module
         del self._misses[:]
         try:
             # Compiled here rather than by the module's loader, which would write a
@@ -98,8 +121,13 @@ class Checkout:
             if self._misses:
                 miss = self._misses[0]
                 raise CheckoutError(
-                    f"{file} needs {miss.name!r} from {miss.module!r}, which has no stand-in"
+                    f"{release}: {file} needs {miss.name!r} from {miss.module!r}, "
+                    "which has no stand-in"
                 ) from err
-            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
+            raise CheckoutError(
+                f"{release}: importing {file} raised {type(err).__name__}: {err}"
+            ) from err
         except Exception as err:  # an upstream file is untrusted code
-            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
+            raise CheckoutError(
+                f"{release}: importing {file} raised {type(err).__name__}: {err}"
+            ) from err

@@ -1,24 +1,29 @@
-"""Drive a loaded vLLM ``Scheduler`` through steps on a tiny configuration.
+"""Drive a loaded vLLM ``Scheduler`` and its real KV cache manager on a tiny configuration.
 
 The driver plays vLLM's engine core and model runner around the real
 scheduler: it builds the configuration objects the scheduler reads (only the
-fields it reads, with connectors, multimodal inputs, speculative decoding,
-prefix caching and statistics off), adds requests (the checkout's own
-``Request`` class, optionally with a LoRA adapter), and each step calls
-``schedule()``, reads the decisions back from the ``SchedulerOutput``, and
+fields it reads, with connectors, multimodal inputs, speculative decoding and
+statistics off; prefix caching as ``TinyConfig`` says), the ``KVCacheConfig``
+of one full-attention group as the engine core does, and, with prefix caching
+on, the engine core's block hasher (``init_none_hash`` and
+``get_request_block_hasher`` over sha256). It adds requests (the checkout's own
+``Request`` class, optionally with a LoRA adapter and a cache salt), and each
+step calls ``schedule()``, reads the decisions and the block pool back, and
 calls ``update_from_output()`` with one sampled token for every request whose
 prompt is complete, as the model runner would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from peftlife.sut.adapters.vllm.checkout import Checkout
+from peftlife.sut.adapters.vllm.releases import Additions
 
+HASH = "sha256"  # the prefix-caching hash vLLM's engine core picks by this name
 TOKEN = 7  # every sampled token; no end-of-sequence token is set, so max_tokens ends a request
 
 
@@ -57,29 +62,45 @@ class TinyConfig:
     max_model_len: int = 64
     max_loras: int = 1
     enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
 
 
 @attrs.frozen
 class LoRARequest:
-    """The scheduler reads an adapter's id; its name and path are the worker's."""
+    """Stands for ``vllm/lora/request.py``'s ``LoRARequest``.
+
+    The scheduler's cap counts its id; the block hash keys on its name and path.
+    """
 
     lora_name: str
     lora_int_id: int
     lora_path: str = ""
 
 
-@attrs.frozen
-class SamplingParams:
-    """The fields ``Request`` and ``check_stop`` read."""
+# Stands for vllm/sampling_params.py's ``SamplingParams``: the fields ``Request`` and
+# ``check_stop`` read, as a ``Fields`` (a release range adds its own, releases.py).
+SAMPLING = {
+    "min_tokens": 0,
+    "eos_token_id": None,
+    "stop_token_ids": (),
+    "extra_args": None,
+    "skip_reading_prefix_cache": None,
+    "repetition_detection": None,
+    "num_logprobs": None,
+}
 
-    max_tokens: int
-    min_tokens: int = 0
-    eos_token_id: int | None = None
-    stop_token_ids: tuple[int, ...] = ()
-    extra_args: None = None
-    skip_reading_prefix_cache: None = None
-    repetition_detection: None = None
-    num_logprobs: None = None
+
+@attrs.frozen
+class Pool:
+    """The real ``BlockPool`` and the full-attention manager's holdings, as plain values."""
+
+    num_blocks: int
+    null_block: int  # the block id BlockPool keeps as its null block
+    num_free: int  # the free queue's own count (``num_free_blocks``)
+    free_queue: tuple[int, ...]  # block ids walked from the free queue's head
+    ref_counts: tuple[int, ...]  # ``ref_cnt`` by block id
+    holders: dict[str, tuple[int, ...]]  # request id -> block ids in ``req_to_blocks``
+    hashed: frozenset[int]  # block ids carrying a block hash (prefix-cache entries)
 
 
 @attrs.frozen
@@ -94,23 +115,60 @@ class Step:
     adapters: frozenset[int]  # adapter ids of the requests scheduled this step
     running_adapters: frozenset[int]  # adapter ids of every running request after schedule()
     computed: dict[str, int]  # scheduled request id -> num_computed_tokens after schedule()
-    held: dict[str, int]  # request id -> blocks it holds after schedule()
+    cached_tokens: dict[str, int]  # new request id -> tokens it found in the prefix cache
+    pool: Pool  # after schedule()
+    live: frozenset[str]  # requests the scheduler holds after schedule()
     running: tuple[str, ...]  # the running queue after the step's output
     waiting: tuple[str, ...]  # the waiting queue after the step's output
-    free_blocks: int  # after the step's output
-    held_after: int  # blocks held by all requests after the step's output
+    pool_after: Pool  # after the step's output
+    live_after: frozenset[str]  # requests the scheduler holds after the step's output
+
+    @property
+    def held(self) -> dict[str, int]:
+        """Request id -> blocks it holds after schedule()."""
+        return {r: len(ids) for r, ids in self.pool.holders.items() if ids}
+
+    @property
+    def free_blocks(self) -> int:
+        """Free blocks after the step's output."""
+        return self.pool_after.num_free
 
 
 def _adapters(requests: Iterable[Any]) -> frozenset[int]:
     return frozenset(r.lora_request.lora_int_id for r in requests if r.lora_request is not None)
 
 
-def _vllm_config(config: TinyConfig) -> Fields:
+def read_pool(manager: Any) -> Pool:
+    """The state of a real ``KVCacheManager``'s pool (one KV cache group)."""
+    pool = manager.block_pool
+    free_queue = []
+    block = pool.free_block_queue.fake_free_list_head.next_free_block
+    # Bounded by the pool's size, so a corrupt (cyclic) list cannot hang the walk.
+    for _ in range(len(pool.blocks) + 1):
+        if block is None or block is pool.free_block_queue.fake_free_list_tail:
+            break
+        free_queue.append(block.block_id)
+        block = block.next_free_block
+    (single_type,) = manager.coordinator.single_type_managers
+    return Pool(
+        num_blocks=len(pool.blocks),
+        null_block=pool.null_block.block_id,
+        num_free=pool.free_block_queue.num_free_blocks,
+        free_queue=tuple(free_queue),
+        ref_counts=tuple(b.ref_cnt for b in pool.blocks),
+        holders={r: tuple(b.block_id for b in bs) for r, bs in single_type.req_to_blocks.items()},
+        hashed=frozenset(b.block_id for b in pool.blocks if b.block_hash is not None),
+    )
+
+
+def _vllm_config(config: TinyConfig, release: Additions) -> Fields:
     off = None
     return Fields(
         "vllm_config",
+        **release.fields_of("vllm_config"),
         scheduler_config=Fields(
             "scheduler_config",
+            **release.fields_of("scheduler_config"),
             max_num_seqs=config.max_num_seqs,
             max_num_active_seqs=None,
             max_num_scheduled_tokens=None,
@@ -128,7 +186,8 @@ def _vllm_config(config: TinyConfig) -> Fields:
         cache_config=Fields(
             "cache_config",
             num_gpu_blocks=config.num_blocks,
-            enable_prefix_caching=False,
+            enable_prefix_caching=config.enable_prefix_caching,
+            prefix_caching_hash_algo=HASH,
             enable_mamba_shared_prefix_checkpoint=False,
             mamba_cache_mode="none",
         ),
@@ -175,14 +234,17 @@ def _vllm_config(config: TinyConfig) -> Fields:
     )
 
 
-def _kv_cache_config(config: TinyConfig) -> Fields:
-    return Fields(
-        "kv_cache_config",
+def _kv_cache_config(checkout: Checkout, config: TinyConfig) -> Any:
+    """One full-attention group of one layer, built from the release's own classes."""
+    spec = checkout.module("vllm.v1.kv_cache_interface")
+    torch = checkout.module("torch")
+    attention = spec.FullAttentionSpec(
+        block_size=config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float16
+    )
+    return spec.KVCacheConfig(
         num_blocks=config.num_blocks,
-        kv_cache_groups=[],
-        hisparse_host_num_blocks=None,
-        has_mamba_layers=False,
-        needs_kv_cache_zeroing=False,
+        kv_cache_tensors=[],
+        kv_cache_groups=[spec.KVCacheGroupSpec(["layer0"], attention)],
     )
 
 
@@ -197,55 +259,106 @@ class Driver:
 
         with checkout.installed():
             self.scheduler = checkout.scheduler_class(
-                vllm_config=_vllm_config(config),
-                kv_cache_config=_kv_cache_config(config),
+                vllm_config=_vllm_config(config, checkout.release),
+                kv_cache_config=_kv_cache_config(checkout, config),
                 structured_output_manager=StructuredOutputManager(),
                 block_size=config.block_size,
             )
+            self.block_hasher = self._block_hasher() if config.enable_prefix_caching else None
+        # Preempted and not yet scheduled again: how a resumed request is told from
+        # a new one (0.33.0 sends it among the cached requests, 0.34.0 among the new).
+        self.preempted: set[str] = set()
 
-    def add(self, request_id: str, prompt_len: int, max_tokens: int, adapter: int = 0) -> None:
-        """A request of ``prompt_len`` tokens; ``adapter`` > 0 is its LoRA adapter's id."""
-        lora = LoRARequest(f"adapter-{adapter}", adapter) if adapter else None
+    def _block_hasher(self) -> Any:
+        """As ``EngineCore.__init__`` builds it when prefix caching is on."""
+        utils = self.checkout.module("vllm.v1.core.kv_cache_utils")
+        hash_fn = self.checkout.module("vllm.utils.hashing").get_hash_fn_by_name(HASH)
+        utils.init_none_hash(hash_fn)
+        return utils.get_request_block_hasher(self.scheduler.hash_block_size, hash_fn)
+
+    @property
+    def pool(self) -> Pool:
+        with self.checkout.installed():
+            return read_pool(self.scheduler.kv_cache_manager)
+
+    def add(
+        self,
+        request_id: str,
+        prompt_len: int,
+        max_tokens: int,
+        adapter: int = 0,
+        *,
+        prompt: Sequence[int] | None = None,
+        cache_salt: str | None = None,
+    ) -> None:
+        """A request of ``prompt_len`` tokens; ``adapter`` > 0 is its LoRA adapter's id.
+
+        The prompt is ``1, 2, ..., prompt_len`` unless ``prompt`` gives it, so
+        any two default prompts share a prefix.
+        """
+        lora = (
+            LoRARequest(f"adapter-{adapter}", adapter, f"/adapters/{adapter}") if adapter else None
+        )
+        tokens = list(prompt) if prompt is not None else list(range(1, prompt_len + 1))
         with self.checkout.installed():
             request = self.checkout.request_class(
                 request_id=request_id,
-                prompt_token_ids=list(range(1, prompt_len + 1)),
-                sampling_params=SamplingParams(max_tokens=max_tokens),
+                prompt_token_ids=tokens,
+                sampling_params=Fields(
+                    "sampling_params",
+                    max_tokens=max_tokens,
+                    **SAMPLING,
+                    **self.checkout.release.fields_of("sampling_params"),
+                ),
                 pooling_params=None,
                 lora_request=lora,
+                cache_salt=cache_salt,
                 arrival_time=0.0,
+                block_hasher=self.block_hasher,
             )
             self.scheduler.add_request(request)
+
+    def abort(self, request_id: str) -> None:
+        """The client went away: ``finish_requests(id, FINISHED_ABORTED)``, as EngineCore does."""
+        with self.checkout.installed():
+            status = self.checkout.request_status.FINISHED_ABORTED
+            self.scheduler.finish_requests(request_id, status)
 
     def step(self) -> Step:
         """One ``schedule()`` and its model output; the decisions read back."""
         with self.checkout.installed():
             output = self.scheduler.schedule()
             cached = output.scheduled_cached_reqs
+            new_ids = [r.req_id for r in output.scheduled_new_reqs]
             requests = self.scheduler.requests
-            pool = self.scheduler.kv_cache_manager
+            manager = self.scheduler.kv_cache_manager
             step = Step(
                 tokens=dict(output.num_scheduled_tokens),
-                new=tuple(r.req_id for r in output.scheduled_new_reqs),
-                resumed=tuple(r for r in cached.req_ids if r in cached.resumed_req_ids),
-                preempted=tuple(sorted(output.preempted_req_ids)),
+                new=tuple(r for r in new_ids if r not in self.preempted),
+                resumed=tuple(r for r in (*new_ids, *cached.req_ids) if r in self.preempted),
+                preempted=tuple(sorted(output.preempted_req_ids or ())),
                 finished=tuple(sorted(output.finished_req_ids)),
                 adapters=_adapters(requests[r] for r in output.num_scheduled_tokens),
                 running_adapters=_adapters(self.scheduler.running),
                 computed={r: requests[r].num_computed_tokens for r in output.num_scheduled_tokens},
-                held={r: len(blocks) for r, blocks in pool.held.items() if blocks},
+                # A new request's computed tokens as scheduled: its prefix-cache hit.
+                cached_tokens={r.req_id: r.num_computed_tokens for r in output.scheduled_new_reqs},
+                pool=read_pool(manager),
+                live=frozenset(requests),
                 running=(),
                 waiting=(),
-                free_blocks=0,
-                held_after=0,
+                pool_after=read_pool(manager),
+                live_after=frozenset(),
             )
+            self.preempted.difference_update(step.resumed)
+            self.preempted.update(step.preempted)
             self.scheduler.update_from_output(output, self._model_output(output))
             return attrs.evolve(
                 step,
+                live_after=frozenset(self.scheduler.requests),
                 running=tuple(r.request_id for r in self.scheduler.running),
                 waiting=tuple(r.request_id for r in self.scheduler.waiting),
-                free_blocks=len(pool.free_ids),
-                held_after=sum(len(blocks) for blocks in pool.held.values()),
+                pool_after=read_pool(manager),
             )
 
     def _model_output(self, output: Any) -> Fields:
@@ -256,8 +369,12 @@ class Driver:
             [TOKEN] if requests[r].num_computed_tokens >= requests[r].num_tokens else []
             for r in ids
         ]
+        release = self.checkout.release.fields_of("model_runner_output")
+        if "req_ids" in release:
+            release["req_ids"] = ids
         return Fields(
             "model_runner_output",
+            **release,
             req_id_to_index={r: i for i, r in enumerate(ids)},
             sampled_token_ids=sampled,
             logprobs=None,
