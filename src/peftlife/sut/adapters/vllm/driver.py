@@ -123,22 +123,12 @@ class Step:
     pool_after: Pool  # after the step's output
     live_after: frozenset[str]  # requests the scheduler holds after the step's output
 
-    @property
-    def held(self) -> dict[str, int]:
-        """Request id -> blocks it holds after schedule()."""
-        return {r: len(ids) for r, ids in self.pool.holders.items() if ids}
-
-    @property
-    def free_blocks(self) -> int:
-        """Free blocks after the step's output."""
-        return self.pool_after.num_free
-
 
 def _adapters(requests: Iterable[Any]) -> frozenset[int]:
     return frozenset(r.lora_request.lora_int_id for r in requests if r.lora_request is not None)
 
 
-def read_pool(manager: Any) -> Pool:
+def _read_pool(manager: Any) -> Pool:
     """The state of a real ``KVCacheManager``'s pool (one KV cache group)."""
     pool = manager.block_pool
     free_queue = []
@@ -279,7 +269,7 @@ class Driver:
     @property
     def pool(self) -> Pool:
         with self.checkout.installed():
-            return read_pool(self.scheduler.kv_cache_manager)
+            return _read_pool(self.scheduler.kv_cache_manager)
 
     def add(
         self,
@@ -343,11 +333,11 @@ class Driver:
                 computed={r: requests[r].num_computed_tokens for r in output.num_scheduled_tokens},
                 # A new request's computed tokens as scheduled: its prefix-cache hit.
                 cached_tokens={r.req_id: r.num_computed_tokens for r in output.scheduled_new_reqs},
-                pool=read_pool(manager),
+                pool=_read_pool(manager),
                 live=frozenset(requests),
                 running=(),
                 waiting=(),
-                pool_after=read_pool(manager),
+                pool_after=_read_pool(manager),
                 live_after=frozenset(),
             )
             self.preempted.difference_update(step.resumed)
@@ -358,7 +348,7 @@ class Driver:
                 live_after=frozenset(self.scheduler.requests),
                 running=tuple(r.request_id for r in self.scheduler.running),
                 waiting=tuple(r.request_id for r in self.scheduler.waiting),
-                pool_after=read_pool(manager),
+                pool_after=_read_pool(manager),
             )
 
     def _model_output(self, output: Any) -> Fields:

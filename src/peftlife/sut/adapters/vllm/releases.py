@@ -37,6 +37,9 @@ def package_version(package: Path) -> str | None:
     """The version ``vllm/_version.py`` records (written at build time), read without running it.
 
     A source checkout that was never built has no ``_version.py``: None.
+
+    >>> package_version(Path("/nowhere/vllm")) is None
+    True
     """
     file = package / "_version.py"
     if not file.is_file():
