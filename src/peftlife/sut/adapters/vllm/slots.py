@@ -76,16 +76,22 @@ class Release:
     step_set: str  # INPUT_BATCH or LORA_STATE
 
 
-# The stand-ins of the model manager's and worker manager's imports from 0.33.0 on.
-_STANDINS_SINCE_0_33 = (
-    "vllm.exceptions",
-    "vllm.lora.lora_model",
-    "vllm.model_executor.layers.fused_moe",
-    "vllm.model_executor.layers.pooler.tokwise",
-    "vllm.multimodal",
-    "vllm.multimodal.encoder_budget",
-    "vllm.utils.gpu_sync_debug",
-    "vllm.utils.torch_utils",
+_0_33 = Release(
+    first=(0, 33, 0),
+    model_manager=("lora/model_manager.py", "vllm.lora.model_manager"),
+    standins=(
+        "vllm.exceptions",
+        "vllm.lora.lora_model",
+        "vllm.model_executor.layers.fused_moe",
+        "vllm.model_executor.layers.pooler.tokwise",
+        "vllm.multimodal",
+        "vllm.multimodal.encoder_budget",
+        "vllm.utils.gpu_sync_debug",
+        "vllm.utils.torch_utils",
+    ),
+    padding_modules=False,
+    manager_takes_config=True,
+    step_set=INPUT_BATCH,
 )
 
 # Checked on 0.11.1, 0.33.0 and 0.34.0. A release between two rows takes the
@@ -105,24 +111,10 @@ RELEASES = (
         manager_takes_config=False,
         step_set=INPUT_BATCH,
     ),
-    Release(
-        first=(0, 33, 0),
-        model_manager=("lora/model_manager.py", "vllm.lora.model_manager"),
-        standins=_STANDINS_SINCE_0_33,
-        padding_modules=False,
-        manager_takes_config=True,
-        step_set=INPUT_BATCH,
-    ),
+    _0_33,
     # 0.34.0 has no v1/worker/gpu_model_runner.py: its model runner is the
     # former V2 one (v1/worker/gpu/model_runner.py), with its own LoraState.
-    Release(
-        first=(0, 34, 0),
-        model_manager=("lora/model_manager.py", "vllm.lora.model_manager"),
-        standins=_STANDINS_SINCE_0_33,
-        padding_modules=False,
-        manager_takes_config=True,
-        step_set=LORA_STATE,
-    ),
+    attrs.evolve(_0_33, first=(0, 34, 0), step_set=LORA_STATE),
 )
 
 # The files loaded, in order; the model manager's place is the release's row.
