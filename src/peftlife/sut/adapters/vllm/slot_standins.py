@@ -215,11 +215,13 @@ class LoRAAdapterNotFoundError(Exception):
 
 
 def _never(*args: object, **kwargs: object) -> bool:
+    """A question about the model's layers or kind (MoE, pooling, multimodal, a
+    target module) to which a model without layers answers no."""
     return False
 
 
 def _names() -> dict[str, dict[str, object]]:
-    """Each stood-in module's names: the union of what the loaded releases import."""
+    """Each stood-in module's names, for every release's imports; ``build`` takes a row's."""
     opaque = _opaque
     layers = (
         "BaseClassificationHeadWithLoRA",
@@ -231,7 +233,7 @@ def _names() -> dict[str, dict[str, object]]:
     )
     return {
         "torch": {
-            "Tensor": opaque("Tensor"),
+            "Tensor": Tensor,
             "device": opaque("device"),
             "dtype": opaque("dtype"),
             "is_tensor": _never,
@@ -250,11 +252,13 @@ def _names() -> dict[str, dict[str, object]]:
         "vllm.lora.lora_model": {"LoRAModel": LoRAModel, "MoEEPLoadSpec": opaque("MoEEPLoadSpec")},
         "vllm.lora.lora_weights": {
             "LoRAFullModuleWeights": opaque("LoRAFullModuleWeights"),
-            "LoRALayerWeights": opaque("LoRALayerWeights"),
+            "LoRALayerWeights": LoRALayerWeights,
             "PackedLoRALayerWeights": opaque("PackedLoRALayerWeights"),
         },
         "vllm.lora.peft_helper": {"PEFTHelper": opaque("PEFTHelper")},
         "vllm.lora.punica_wrapper": {"PunicaWrapperBase": PunicaWrapper},
+        # vllm/lora/utils.py, asked about a model without layers: nothing packed,
+        # nothing to wrap, and an adapter's path is already local.
         "vllm.lora.utils": {
             "get_supported_lora_modules": lambda model: list(SUPPORTED_LORA_MODULES),
             "process_packed_modules_mapping": lambda model, **kwargs: {},

@@ -194,6 +194,10 @@ class SlotsRaised(Exception):
         self.error = error
 
 
+# peftlife's own files: an exception raised in one came from a stand-in vLLM called.
+_PEFTLIFE = str(Path(slot_standins.__file__).parents[3]) + os.sep
+
+
 def _slot_error(err: BaseException, package: Path) -> SlotError:
     root = str(package) + os.sep
     walked = [
@@ -202,8 +206,10 @@ def _slot_error(err: BaseException, package: Path) -> SlotError:
     ]
     ours = [frame for frame in walked if frame[0].startswith(root)]
     file, line, function = ours[-1] if ours else walked[-1]
-    standin = None if walked[-1] == (ours[-1] if ours else None) else walked[-1][2]
+    innermost = walked[-1]
+    raised_by_standin = innermost not in ours and innermost[0].startswith(_PEFTLIFE)
     shown = "vllm/" + file[len(root) :] if file.startswith(root) else file
+    standin = innermost[2] if raised_by_standin else None
     return SlotError(type(err).__name__, str(err), shown, line, function, standin)
 
 
