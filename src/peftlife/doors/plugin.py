@@ -413,7 +413,7 @@ def pytest_runtest_makereport(
     if failure is None:
         return rep
     try:
-        smaller = minimized(failure)
+        smaller = minimized(failure, timeout=session.current().shrink_timeout)
     except ShrinkInterrupted as stop:  # reported as shrunk so far; the run stops after it
         smaller = stop.failure
         _STOPPED.add(item.nodeid)

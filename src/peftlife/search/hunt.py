@@ -109,7 +109,7 @@ def search(
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
-    shrink_timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    shrink_timeout: float | None = None,
     shrink_progress: Callable[[shrink.ShrinkProgress], None] | None = None,
     mixin: type | None = None,
 ) -> SearchResult:
@@ -125,7 +125,8 @@ def search(
     takes well under a second where Hypothesis's shrink re-runs whole examples
     for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
     ``schedule_deadline`` is how long one call of the scheduler may take;
-    ``shrink_timeout`` and ``shrink_progress`` go to ``minimized``. ``mixin``, a
+    ``shrink_timeout`` (the user's cap; None: counts alone end the shrink) and
+    ``shrink_progress`` go to ``minimized``. ``mixin``, a
     class put before the machine in its bases, changes what an example does with
     its actions (``peftlife.search.diff`` runs them on two schedulers).
     Anything but a ``Finding`` is a bug of the harness and propagates.
