@@ -103,9 +103,12 @@ def usable(table: config.Config) -> None:
     try:
         if table.profile is not None:
             profiles.get(table.profile)
+    except profiles.ProfileError as err:
+        raise BadInput(f"{where} profile: {err}") from err
+    try:
         searched(table.scenario)
-    except (profiles.ProfileError, BadInput) as err:
-        raise BadInput(f"{where} {err}") from err
+    except BadInput as err:
+        raise BadInput(f"{where} scenario: {err}") from err
 
 
 def searched(words: Sequence[str]) -> list[str]:
