@@ -348,7 +348,8 @@ class Limits:
     def environment(self) -> dict[str, str]:
         """The limits as the world reads them, from the environment."""
         values = {DEADLINE_ENV: self.schedule_deadline, MEMORY_ENV: self.memory_limit_mb}
-        return {name: f"{value:g}" for name, value in values.items() if value is not None}
+        # repr: a float the world reads back exactly, and a whole number as digits.
+        return {name: repr(value) for name, value in values.items() if value is not None}
 
 
 @contextlib.contextmanager
