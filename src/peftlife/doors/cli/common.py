@@ -141,11 +141,10 @@ def where_searched(words: Sequence[str]) -> str:
     >>> where_searched(["all"]), where_searched(["kv-pressure", "default"])
     ('every shipped scenario', 'scenarios kv-pressure, default')
     """
-    if list(words) == [ALL_SCENARIOS]:
-        return "every shipped scenario"
-    if len(words) == 1 and words[0] not in scenarios.GROUPS:
-        return f"scenario {words[0]}"
-    return f"scenarios {', '.join(words)}"
+    if len(words) > 1:
+        return f"scenarios {', '.join(words)}"
+    group = scenarios.GROUPS.get(words[0])
+    return f"scenario {words[0]}" if group is None else group[0]
 
 
 def settings(
