@@ -304,6 +304,8 @@ COMMON_VALUES: dict[str, tuple[list[str], object]] = {
     "seed": (["--seed", "7"], 7),
     "report_dir": (["--report-dir", "out"], "out"),
     "database": (["--database", "db"], "db"),
+    "schedule_deadline": (["--schedule-deadline", "2.5"], 2.5),
+    "memory_limit_mb": (["--memory-limit-mb", "512"], 512),
 }
 
 

@@ -20,7 +20,12 @@ the leading dashes and with underscores):
   Markdown and regression-test reports (default ``peftlife-reports``);
 * ``--peftlife-shrink-timeout SECONDS``: the cap on shrinking one finding
   (default 30; 0 for no cap). While a finding shrinks for longer than a few
-  seconds, a line on the terminal says how far it got.
+  seconds, a line on the terminal says how far it got;
+* ``--peftlife-memory-limit-mb MB``: the supervised child's memory, what the
+  parent uses plus this (over ``PEFTLIFE_MEMORY_LIMIT_MB``, over the ini option).
+
+The scheduler deadline is read as peftlife is imported, before any option is:
+under pytest it is ``PEFTLIFE_SCHEDULE_DEADLINE`` alone (docs/configuration.md).
 
 A failing machine test also gets the violated invariant, the report path, the
 seed and the command that reruns it as properties in the JUnit XML
@@ -34,8 +39,10 @@ stops the run as Ctrl-C does.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
+import os
 import sys
 import tempfile
 import time
@@ -49,6 +56,7 @@ import attrs
 import pytest
 
 from peftlife import reports, sut
+from peftlife.doors import config as settings
 from peftlife.search import compat, database, events, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, describe, session_search
@@ -64,6 +72,8 @@ _OPTIONS = {
     "redis://host:port/db: failures saved by any run pointing at it are tried first",
     "peftlife_shrink_timeout": "seconds to shrink one finding before reporting the smallest "
     f"case so far (default {shrink.DEFAULT_TIMEOUT:g}; 0 for no cap)",
+    "peftlife_memory_limit_mb": "MiB the supervised child may use beyond what the parent "
+    f"uses (default: ${settings.MEMORY_ENV}, else 4096)",
 }
 # Seconds of shrinking between two lines on the terminal saying how far it got.
 SHRINK_HEARTBEAT = 5.0
@@ -97,8 +107,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if profile := _value(config, "peftlife_profile"):
             profiles.get(profile)
         shrink_timeout = _shrink_timeout(config)
+        memory = _memory_limit(config)
     except (sut.SUTError, scenarios.ScenarioError, profiles.ProfileError, ValueError) as err:
         raise _usage_error(config, err) from err
+    if memory is not None:  # read by each supervised child as it starts; restored at the end
+        held = contextlib.ExitStack()
+        held.enter_context(settings.applied(settings.Limits(memory_limit_mb=memory)))
+        config.add_cleanup(held.close)
     if _value(config, "peftlife_report_dir"):
         where = "--peftlife-report-dir"
         if problem := reports.unwritable(_report_dir(config), where):
@@ -210,6 +225,22 @@ def _shrink_timeout(config: pytest.Config) -> float | None:
         return shrink.timeout_from_text(text)
     except ValueError as err:
         raise ValueError(f"--peftlife-shrink-timeout {err}") from err
+
+
+def _memory_limit(config: pytest.Config) -> int | None:
+    """``--peftlife-memory-limit-mb``, else ``PEFTLIFE_MEMORY_LIMIT_MB``, else the ini's."""
+    given = (
+        ("--peftlife-memory-limit-mb", config.getoption("peftlife_memory_limit_mb")),
+        (settings.MEMORY_ENV, os.environ.get(settings.MEMORY_ENV)),
+        ("peftlife_memory_limit_mb", config.getini("peftlife_memory_limit_mb")),
+    )
+    for where, text in given:
+        if text:
+            try:
+                return settings.megabytes(str(text))
+            except argparse.ArgumentTypeError as err:
+                raise ValueError(f"{where} {err}") from err
+    return None
 
 
 def _shrink_heartbeat(
