@@ -426,7 +426,8 @@ def session_search(
 ) -> SearchResult:
     """Search under the session's options (``peftlife.search.session``), shrink included.
 
-    Their profile applies unless ``settings`` are given; their example database,
+    Their profile (``profiles.chosen``: theirs, else the one loaded into Hypothesis,
+    else the default) applies unless ``settings`` are given; their example database,
     shrink cap and shrink progress always do. The seed is ``seed``, else
     Hypothesis's ``--hypothesis-seed``, else a fresh one unless the profile is
     derandomized; a finding carries it. Every pytest door (a machine's
@@ -434,7 +435,7 @@ def session_search(
     share findings.
     """
     options = session.current()
-    profile = settings or profiles.get(options.profile or profiles.default_name())
+    profile = settings or profiles.chosen(options.profile)[1]
     searching = profiles.for_search(profile, database=options.database)
     # Hypothesis's --hypothesis-seed, else one of the run's own when it is random,
     # so that a finding says how to run it again.
