@@ -111,7 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if url := _value(config, "peftlife_database"):
         try:
             local = reports.report_folder(_report_dir(config)) / "database"
-            saved = database.open_database(url, local=local)
+            saved = database.open_database(url, local=local, option="--peftlife-database")
         except database.DatabaseError as err:
             raise pytest.UsageError(f"peftlife: error: {err}") from err
     session.begin(
