@@ -486,3 +486,25 @@ def test_a_finding_met_replaying_the_database_says_so_not_a_seed(
     assert "example database" in props["peftlife_replayed"]
     (json_path,) = (pytester.path / "reports").glob("*.json")
     assert report.load_json(json_path).seed is None
+
+
+def test_a_bare_pytest_leaves_out_a_regression_test_still_beside_its_report(
+    pytester: pytest.Pytester,
+) -> None:
+    """As after the README's ``peftlife check ... --report-dir reports``: the folder's
+    regression test is a report until it is moved out, or its folder is named."""
+    name = "mutant_x_default_ownership_follows_residency_0a1b2c3d"
+    failing = "def test_still_fails():\n    assert False\n"
+    pytester.makefile(".json", **{f"reports/{name}": "{}"})
+    pytester.makepyfile(**{f"reports/test_peftlife_{name}": failing})
+    pytester.makepyfile(**{"tests/test_peftlife_kept_0a1b2c3d": failing})  # moved: kept
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+
+    def collected(*args: str) -> list[str]:
+        result = pytester.runpytest_inprocess("--co", "-q", *args)
+        return sorted(line.split("::")[0] for line in result.stdout.lines if "::" in line)
+
+    kept = "tests/test_peftlife_kept_0a1b2c3d.py"
+    assert collected() == ["test_ok.py", kept]
+    assert collected("reports") == [f"reports/test_peftlife_{name}.py"]
+    assert collected(f"reports/test_peftlife_{name}.py") == [f"reports/test_peftlife_{name}.py"]

@@ -272,14 +272,40 @@ def _report_dir(config: pytest.Config) -> Path:
 _resolved_report_dir = pytest.StashKey[Path]()
 
 
+_session = pytest.StashKey[pytest.Session]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_session] = session
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Leave the report directory out: its regression tests are kept by moving them."""
+    """Leave reports out: the report directory, and a regression test still beside the
+    JSON report it was written with (a ``--report-dir`` of ``peftlife check``, say)
+    unless its folder is named on the command line. A regression test is kept by
+    moving it out; a path named on the command line is collected whatever it is."""
     # Asked for every path collected: resolve the directory once.
     if _resolved_report_dir not in config.stash:
         config.stash[_resolved_report_dir] = _report_dir(config).resolve()
     if collection_path.resolve() == config.stash[_resolved_report_dir]:
         return True
+    if _beside_its_report(collection_path):
+        session = config.stash.get(_session, None)
+        return session is None or not session.isinitpath(collection_path.parent)
     return None
+
+
+def _beside_its_report(path: Path) -> bool:
+    """Whether ``path`` is a regression test in the folder its report was written to.
+
+    >>> _beside_its_report(Path("reports/test_peftlife_x_0a1b2c3d.py"))
+    False
+    """
+    name = path.name
+    if not (name.startswith(reports.KEPT_TEST_PREFIX) and name.endswith(".py")):
+        return False
+    stem = name.removeprefix(reports.KEPT_TEST_PREFIX).removesuffix(".py")
+    return path.with_name(f"{stem}.json").is_file()
 
 
 def pytest_pycollect_makemodule(
