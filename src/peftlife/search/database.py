@@ -23,6 +23,8 @@ from typing import Any
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
+from peftlife.world.words import count
+
 
 class DatabaseError(ValueError):
     """A ``--database`` value that cannot be used; the message says how to fix it."""
@@ -203,7 +205,9 @@ class ResilientDatabase(ExampleDatabase):
         written = len(self.pending)
         self.pending.clear()
         self._down_since = None
-        self._warn(f"the example database at {self.url} is back; wrote through {written} saves")
+        self._warn(
+            f"the example database at {self.url} is back; wrote through {count(written, 'save')}"
+        )
         return True
 
     def save(self, key: bytes, value: bytes) -> None:

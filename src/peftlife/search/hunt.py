@@ -468,14 +468,14 @@ def describe(result: SearchResult) -> str:
     reached = sum(1 for label in COVERAGE_LABELS if result.coverage.get(label))
     missed = f" (never: {', '.join(result.unreached)})" if result.unreached else ""
     lines = [
-        f"  - peftlife: {result.examples} examples, {result.iterations} executor iterations, "
-        + found,
+        f"  - peftlife: {count(result.examples, 'example')}, "
+        f"{count(result.iterations, 'executor iteration')}, " + found,
         f"    - witnesses reached: {reached} of {len(COVERAGE_LABELS)}{missed}",
     ]
     shrunk = result.found.shrink if result.found is not None else None
     if shrunk is not None:
         lines.append(
-            f"    - shrink: {shrunk.replays} replays, {shrunk.steps} steps, "
-            f"{shrunk.seconds:.2f} s, to {len(shrunk.actions)} actions"
+            f"    - shrink: {count(shrunk.replays, 'replay')}, {count(shrunk.steps, 'step')}, "
+            f"{shrunk.seconds:.2f} s, to {count(len(shrunk.actions), 'action')}"
         )
     return "\n".join(lines)

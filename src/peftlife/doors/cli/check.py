@@ -51,6 +51,7 @@ from peftlife.search import events, profiles, scenarios
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 from peftlife.search.shrink import HUNG_DEADLINE
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if finding is None and not args.quiet:
         where = "every shipped scenario" if every else f"scenario {args.scenario}"
         console.print(
-            f"held: {result.examples} examples of {args.sut} in {where} "
+            f"held: {count(result.examples, 'example')} of {args.sut} in {where} "
             f"({args.profile} profile, {result.seconds:.1f} s)"
         )
         warn_unreached(result, console)
@@ -185,7 +186,7 @@ def _report_finding(
     is_known = baseline.Known(invariant, trace) in known
     what = "known finding (in the baseline)" if is_known else "counterexample"
     console.print(
-        f"{what} found after {result.examples_to_find} examples, {trace_length(case)}"
+        f"{what} found after {count(result.examples_to_find, 'example')}, {trace_length(case)}"
         f"{written(paths)}"
     )
     report = str(paths["json"]) if paths else None

@@ -7,7 +7,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from peftlife.doors.cli.common import EXIT_HELD, NewCommand
+from peftlife.doors.cli.common import EXIT_HELD, NewCommand, print_table
 from peftlife.search import scenarios
 
 
@@ -21,5 +21,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
     table.add_column("what it stresses")
     for name in scenarios.shipped_names():
         table.add_row(name, scenarios.load(name).description)
-    console.print(table)
+    print_table(console, table)
     return EXIT_HELD
