@@ -175,8 +175,13 @@ def _report_finding(
     waits out the shrink's short deadline, not the engine's.
     """
     assert result.failure is not None
+    # A finding met replaying the example database came from no seed, and says so.
+    replayed = result.failure.replayed
     case = reports.Case.from_failure(
-        result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
+        result.failure,
+        seed=None if replayed else args.seed,
+        profile=reports.REPLAYED if replayed else args.profile,
+        examples=result.examples_to_find,
     )
     deadline = HUNG_DEADLINE if hurry else None
     outcome = reports.replay(case, subject, schedule_deadline=deadline)
@@ -190,8 +195,8 @@ def _report_finding(
         f"{written(paths)}"
     )
     report = str(paths["json"]) if paths else None
-    replayed = f"peftlife replay {report}" if result.failure.replayed and report else None
-    if again := rerun_words(args.seed, rerun_command(args), replayed):
+    again_by = f"peftlife replay {report}" if replayed and report else None
+    if again := rerun_words(args.seed, rerun_command(args), again_by):
         console.print(again, soft_wrap=True)
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
