@@ -62,7 +62,8 @@ _OPTIONS = {
     "peftlife_sut": f"scheduler under test for every lifecycle machine: {sut.FORMS}",
     "peftlife_scenario": "scenario for every lifecycle machine: a shipped name or a .toml path",
     "peftlife_profile": "settings profile of peftlife's machines: peftlife-dev, peftlife-ci or "
-    "peftlife-nightly (default: peftlife-ci when CI is set, else peftlife-dev)",
+    "peftlife-nightly (default: the profile loaded into Hypothesis, else peftlife-ci when CI "
+    "is set, else peftlife-dev)",
     "peftlife_report_dir": f"where counterexample reports go (default {DEFAULT_REPORT_DIR})",
     "peftlife_database": "example database of peftlife's machines, a directory or "
     "redis://host:port/db: failures saved by any run pointing at it are tried first",
