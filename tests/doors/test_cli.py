@@ -285,7 +285,9 @@ COMMANDS = ("check", "mutants", "replay", "scenarios")
         ),
         pytest.param(["fuzz", "--seed", "x"], ["--seed", "int", "--help"], id="fuzz-seed"),
         pytest.param(["fuzz", "-q", "--profile", "weekly"], ["--profile", "ci"], id="fuzz-profile"),
-        pytest.param(["explore", "--seed", "1"], ["--seed", "peftlife --help"], id="not-taken"),
+        pytest.param(
+            ["explore", "--seed", "1"], ["--seed", "peftlife explore --help"], id="not-taken"
+        ),
     ],
 )
 def test_bad_argument(

@@ -89,6 +89,7 @@ def _parser(table: config.Config | None = None) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = commands.add_parser(
             name, help=text, description=text, formatter_class=Help
         )
+        sub.set_defaults(command_prog=sub.prog)  # whose --help an unknown option points at
         return sub
 
     for name, module in zip(COMMAND_NAMES, _commands(), strict=True):
@@ -141,7 +142,11 @@ def _main(argv: list[str], table: config.Config, limits: config.Limits, console:
                 "choose a command: check, diff, bisect, mutants, explore, replay, fuzz, "
                 "scenarios or invariants (see --help)"
             )
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            # argparse tells the top parser of them: the fix is in the command's own help.
+            prog = getattr(args, "command_prog", parser.prog)
+            raise BadInput(f"unrecognized arguments: {' '.join(unknown)} (see '{prog} --help')")
         code: int = args.run(args, console)
     except KeyboardInterrupt:
         # Ctrl-C: one line, never a traceback. Reports are written as findings are

@@ -44,6 +44,7 @@ from peftlife.doors.outputs.story import for_ci
 from peftlife.search import bisect, outside
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import hunt, search
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
@@ -137,8 +138,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         prober = bisect.Prober(repo, Path(scratch), args.sut_prefix, paths, test)
         if not args.quiet:
             console.print(
-                f"bisecting {len(candidates)} commits after {good.short} (good) up to "
-                f"{bad.short} (bad), about {bisect.steps(len(candidates))} steps"
+                f"bisecting {count(len(candidates), 'commit')} after {good.short} (good) up to "
+                f"{bad.short} (bad), about {count(bisect.steps(len(candidates)), 'step')}"
             )
         ends = [prober.probe(bad), prober.probe(good)]
         for probe in ends:

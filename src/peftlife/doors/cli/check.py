@@ -56,6 +56,7 @@ from peftlife.search import events, profiles
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 from peftlife.search.shrink import HUNG_DEADLINE
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
@@ -202,7 +203,8 @@ def _check(
     finding, story, details = found or (None, "", "")
     if finding is None and not args.quiet:
         console.print(
-            f"held: {result.examples} examples of {spec} in {where_searched(args.scenario)} "
+            f"held: {count(result.examples, 'example')} of {spec} in "
+            f"{where_searched(args.scenario)} "
             f"({args.profile} profile, {result.seconds:.1f} s)"
         )
         warn_unreached(result, console)
@@ -228,8 +230,13 @@ def _report_finding(
     waits out the shrink's short deadline, not the engine's.
     """
     assert result.failure is not None
+    # A finding met replaying the example database came from no seed, and says so.
+    replayed = result.failure.replayed
     case = reports.Case.from_failure(
-        result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
+        result.failure,
+        seed=None if replayed else args.seed,
+        profile=reports.REPLAYED if replayed else args.profile,
+        examples=result.examples_to_find,
     )
     deadline = HUNG_DEADLINE if hurry else None
     outcome = reports.replay(case, subject, schedule_deadline=deadline)
@@ -239,12 +246,12 @@ def _report_finding(
     is_known = baseline.Known(invariant, trace) in known
     what = "known finding (in the baseline)" if is_known else "counterexample"
     console.print(
-        f"{what} found after {result.examples_to_find} examples, {trace_length(case)}"
+        f"{what} found after {count(result.examples_to_find, 'example')}, {trace_length(case)}"
         f"{written(paths)}"
     )
     report = str(paths["json"]) if paths else None
-    replayed = f"peftlife replay {report}" if result.failure.replayed and report else None
-    if again := rerun_words(args.seed, rerun_command(args, subject.spec), replayed):
+    again_by = f"peftlife replay {report}" if replayed and report else None
+    if again := rerun_words(args.seed, rerun_command(args, subject.spec), again_by):
         console.print(again, soft_wrap=True)
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")

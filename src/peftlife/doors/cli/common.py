@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import hypothesis
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.text import Text
 
 from peftlife import reports, sut
 from peftlife.checker import registry
@@ -180,6 +181,30 @@ def seeded(
         return searching
     generating = [p for p in searching.phases if p != hypothesis.Phase.reuse]
     return hypothesis.settings(searching, phases=generating)
+
+
+def print_table(console: Console, table: RenderableType) -> None:
+    """Print a table as rich lays it out, without the spaces that pad each line to the
+    table's width: a line copied from the terminal or a log ends where its text does.
+
+    >>> from rich import box
+    >>> from rich.table import Table
+    >>> table = Table("name", "what", box=box.SIMPLE_HEAD)
+    >>> table.add_row("a", "a longer cell"); table.add_row("b", "short")
+    >>> print_table(Console(width=40), table)
+    <BLANKLINE>
+      name   what
+     ──────────────────────
+      a      a longer cell
+      b      short
+    <BLANKLINE>
+    """
+    for line in console.render_lines(table, pad=False):
+        text = Text()
+        for segment in line:
+            text.append(segment.text, segment.style)
+        text.rstrip()
+        console.print(text, soft_wrap=True)
 
 
 def rerun_words(seed: int | None, command: str, replayed: str | None = None) -> str:

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if shrunk is None:
         if not args.quiet:
             console.print(
-                f"same: {result.examples} examples of {args.a} and {args.b} in {where} "
+                f"same: {count(result.examples, 'example')} of {args.a} and {args.b} in {where} "
                 f"({args.profile} profile, {result.seconds:.1f} s)"
             )
             warn_unreached(result, console)

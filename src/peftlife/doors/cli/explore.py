@@ -40,6 +40,7 @@ from peftlife.doors.outputs.unchecked import not_checked_note
 from peftlife.search import events, scenarios
 from peftlife.search.breadth import Alphabet
 from peftlife.search.explore import MAX_STATES, explore
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
@@ -121,7 +122,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if result.passed_over is not None:  # what --invariant looked past, for whoever wonders
         other = result.passed_over
         notes += (
-            f"passed over a failure on {other.invariant} at {len(other.run.actions)} actions "
+            f"passed over a failure on {other.invariant} at "
+            f"{count(len(other.run.actions), 'action')} "
             f"(--invariant {args.invariant})",
         )
     summary = ExplorationSummary(
@@ -144,7 +146,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 f"no {violation} up to depth {result.depth}; the state limit "
                 f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
             )
-        console.print(f"explored {result.states} states of {spec} in {scenario}: {verdict}")
+        console.print(
+            f"explored {count(result.states, 'state')} of {spec} in {scenario}: {verdict}"
+        )
         for note in notes:
             console.print(f"note: {note}")
         outputs.write(outputs.for_exploration(summary, "", ""), targets(args))
@@ -152,8 +156,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     case = reports.Case.from_failure(result.failure, profile=reports.EXPLORED)
     outcome, paths = teller(args, console).case(case, reports.replay(case, subject))
     console.print(
-        f"explored {result.states} states: a shortest counterexample has "
-        f"{len(case.actions)} actions{written(paths)}"
+        f"explored {count(result.states, 'state')}: a shortest counterexample has "
+        f"{count(len(case.actions), 'action')}{written(paths)}"
     )
     finding, story, details = for_ci(case, outcome, paths, result.failure.invariant)
     summary = attrs.evolve(summary, finding=finding)

@@ -8,7 +8,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from peftlife.doors.cli.common import EXIT_HELD, NewCommand
+from peftlife.doors.cli.common import EXIT_HELD, NewCommand, print_table
 from peftlife.search import scenarios
 
 
@@ -24,11 +24,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     table.add_column("what it stresses")
     for name in scenarios.shipped_names():
         table.add_row(name, scenarios.load(name).description)
-    console.print(table)
+    print_table(console, table)
     groups = Table(title="groups (--scenario NAME: every scenario it holds takes turns)")
     groups.add_column("group")
     groups.add_column("what it holds")
     for name, (meaning, _) in scenarios.GROUPS.items():
         groups.add_row(name, f"{meaning}: {', '.join(scenarios.group(name))}")
-    console.print(groups)
+    print_table(console, groups)
     return EXIT_HELD
