@@ -10,7 +10,19 @@ release's files with ``pip download --no-deps``. Not yet a SUT behind the doors.
 
 from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
 from peftlife.sut.adapters.vllm.checkout import Checkout
-from peftlife.sut.adapters.vllm.driver import Driver, Pool, Step, TinyConfig
+from peftlife.sut.adapters.vllm.driver import Driver, Step, TinyConfig
+from peftlife.sut.adapters.vllm.observe import CacheFill, CacheHit, Identity, Pool
 from peftlife.sut.adapters.vllm.release import release_files
 
-__all__ = ["Checkout", "CheckoutError", "Driver", "Pool", "Step", "TinyConfig", "release_files"]
+__all__ = [
+    "CacheFill",
+    "CacheHit",
+    "Checkout",
+    "CheckoutError",
+    "Driver",
+    "Identity",
+    "Pool",
+    "Step",
+    "TinyConfig",
+    "release_files",
+]
