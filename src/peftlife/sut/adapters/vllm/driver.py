@@ -98,6 +98,7 @@ class Step:
     pool: Pool  # after schedule()
     live: frozenset[str]  # requests the scheduler holds after schedule()
     in_flight: int  # batches launched and not yet taken, after the step
+    taken: tuple[str, ...]  # the requests scheduled in the batch whose output was taken
     ended: dict[str, str]  # request id -> its finished status, for those the output ended
     running: tuple[str, ...]  # the running queue after the step
     waiting: tuple[str, ...]  # the waiting queue after the step
@@ -336,6 +337,7 @@ class Driver:
                 pool_after=read_pool(self.scheduler.kv_cache_manager),
                 live_after=frozenset(self.scheduler.requests),
                 processed=taken is not None,
+                taken=tuple(taken.output.num_scheduled_tokens) if taken is not None else (),
             )
 
     def _schedule(self) -> Batch | None:
@@ -404,6 +406,7 @@ class Driver:
             pool=read_pool(self.scheduler.kv_cache_manager) if output else start,
             live=frozenset(requests) if output else live,
             in_flight=0,
+            taken=(),
             ended={},
             running=(),
             waiting=(),
