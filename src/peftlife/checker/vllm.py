@@ -48,8 +48,7 @@ class Pool(Protocol):
 
 
 class CacheEvent(Protocol):
-    """A cache fill (``kind`` "fill") or a prefix hit ("hit"): the driver's ``CacheFill`` or
-    ``CacheHit``."""
+    """A cache fill (``kind`` "fill") or a prefix hit ("hit"): the driver's ``CacheEvent``."""
 
     @property
     def kind(self) -> str: ...

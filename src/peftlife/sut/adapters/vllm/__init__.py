@@ -11,12 +11,11 @@ release's files with ``pip download --no-deps``. Not yet a SUT behind the doors.
 from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
 from peftlife.sut.adapters.vllm.checkout import Checkout
 from peftlife.sut.adapters.vllm.driver import Driver, Step, TinyConfig
-from peftlife.sut.adapters.vllm.observe import CacheFill, CacheHit, Identity, Pool
+from peftlife.sut.adapters.vllm.observe import CacheEvent, Identity, Pool
 from peftlife.sut.adapters.vllm.release import release_files
 
 __all__ = [
-    "CacheFill",
-    "CacheHit",
+    "CacheEvent",
     "Checkout",
     "CheckoutError",
     "Driver",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -90,32 +90,14 @@ def identity(request: Any) -> Identity:
 
 
 @attrs.frozen
-class CacheFill:
-    """``cache_full_blocks`` hashed ``blocks`` for a request of ``identity``."""
+class CacheEvent:
+    """A ``fill`` (``cache_full_blocks`` hashed ``blocks`` for a request of ``identity``)
+    or a ``hit`` (``get_computed_blocks`` returned ``blocks`` to a request of ``identity``)."""
 
+    kind: Literal["fill", "hit"]
     request_id: str
     identity: Identity
     blocks: tuple[int, ...]
-
-    @property
-    def kind(self) -> str:
-        return "fill"
-
-
-@attrs.frozen
-class CacheHit:
-    """``get_computed_blocks`` returned ``blocks`` to a request of ``identity``."""
-
-    request_id: str
-    identity: Identity
-    blocks: tuple[int, ...]
-
-    @property
-    def kind(self) -> str:
-        return "hit"
-
-
-CacheEvent = CacheFill | CacheHit
 
 
 def watch_cache(manager: Any, events: list[CacheEvent]) -> None:
@@ -137,13 +119,13 @@ def watch_cache(manager: Any, events: list[CacheEvent]) -> None:
         new = given["blocks"][given["num_cached_blocks"] : given["num_full_blocks"]]
         filled = tuple(b.block_id for b in new if not b.is_null and b.block_hash is not None)
         if filled:
-            events.append(CacheFill(request.request_id, identity(request), filled))
+            events.append(CacheEvent("fill", request.request_id, identity(request), filled))
 
     def get_computed_blocks_watched(request: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         found = get_computed_blocks(request, *args, **kwargs)  # (blocks, tokens, ...)
         hit = tuple(b.block_id for group in found[0].blocks for b in group if not b.is_null)
         if hit:
-            events.append(CacheHit(request.request_id, identity(request), hit))
+            events.append(CacheEvent("hit", request.request_id, identity(request), hit))
         return found
 
     pool.cache_full_blocks = cache_full_blocks_watched
