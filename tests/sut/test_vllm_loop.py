@@ -155,7 +155,12 @@ def test_async_scheduling_with_preemption_recomputes_and_finishes(
     checkout: Checkout, loop: str
 ) -> None:
     steps, requests = _preempts_in_flight(checkout, QUEUES[loop])
-    assert any(s.preempted for s in steps)
+    (p,) = [i for i, s in enumerate(steps) if s.preempted]
+    # Preempted while a batch it ran is in flight: that batch is taken after the
+    # preemption and before the victim is scheduled again.
+    (victim,) = steps[p].preempted
+    back = next(i for i, s in enumerate(steps) if i > p and victim in s.tokens)
+    assert any(victim in s.taken for s in steps[p:back])
     assert findings(steps, Limits(adapter_slots=1, block_size=4)) == []
     # The preempted request's in-flight output was drained as stale, not lost:
     # both end with their six tokens, each the model's.
@@ -197,18 +202,28 @@ def test_a_drawn_eos_ends_the_request(checkout: Checkout, loop: str) -> None:
     assert findings(steps, Limits(adapter_slots=1, block_size=4)) == []
 
 
+def _admitted_and_preempted(checkout: Checkout, policy: Any) -> tuple[tuple[str, ...], list[str]]:
+    """Who is admitted first of two waiting, and who is preempted of two running."""
+    driver = Driver(checkout, TinyConfig(num_blocks=5, max_num_seqs=1, policy=policy))
+    driver.submit("late", prompt(4), 2, priority=5)
+    driver.submit("urgent", prompt(4), 2, priority=0)
+    first = drive(driver)[0].new
+    # low runs first, then high joins; five blocks (one the null block) cannot hold
+    # both as they decode, so one is preempted.
+    driver = Driver(checkout, TinyConfig(num_blocks=5, policy=policy))
+    driver.submit("low", prompt(7), 6, priority=5)
+    steps = [driver.step()]
+    driver.submit("high", list(range(50, 57)), 6, priority=0)
+    steps += drive(driver)
+    return first, [r for s in steps for r in s.preempted]
+
+
 def test_priority_admits_the_most_urgent_first_and_preempts_the_least(
     checkout: Checkout,
 ) -> None:
-    driver = Driver(checkout, TinyConfig(num_blocks=5, max_num_seqs=1, policy="priority"))
-    driver.submit("late", prompt(4), 2, priority=5)
-    driver.submit("urgent", prompt(4), 2, priority=0)
-    steps = drive(driver)
-    assert steps[0].new == ("urgent",)
-    fcfs = Driver(checkout, TinyConfig(num_blocks=5, max_num_seqs=1))
-    fcfs.submit("late", prompt(4), 2, priority=5)
-    fcfs.submit("urgent", prompt(4), 2, priority=0)
-    assert drive(fcfs)[0].new == ("late",)
+    assert _admitted_and_preempted(checkout, "priority") == (("urgent",), ["low"])
+    # FCFS: arrival order, and the last running request is the victim.
+    assert _admitted_and_preempted(checkout, "fcfs") == (("late",), ["high"])
 
 
 def test_the_adapter_set_follows_the_releases_lora_request_equality(
