@@ -1,10 +1,13 @@
 """vLLM's v1 scheduler and KV cache chain, from a checkout or a release's wheel, on a CPU.
 
 A spike toward peftlife's second world (docs/engines.md): ``Checkout(path)``
-loads the unmodified scheduler, request, KV cache manager, coordinator,
-block pool and block hasher over stand-ins (with what its release range adds,
-``releases.py``); ``Driver`` steps them on a tiny configuration and reads the
-decisions and the real pool back; ``release_files(version, cache)`` fetches a
+loads the unmodified ``SamplingParams``, ``LoRARequest``, request, scheduler
+(and ``AsyncScheduler``), KV cache manager, coordinator, block pool, block
+hasher and the model runner's ``LoraState`` over stand-ins (with what its
+release range adds, ``releases.py``); ``Driver`` steps them as vLLM's engine
+core does (synchronously, or with a batch queue), over the model runner of
+``runner.py``, and reads the decisions, the real pool and its cache fills and
+hits back (``observe.py``); ``release_files(version, cache)`` fetches a
 release's files with ``pip download --no-deps``. Not yet a SUT behind the doors.
 """
 
