@@ -297,7 +297,12 @@ class Driver:
             self.scheduler.add_request(request)
 
     def abort(self, request_id: str) -> None:
-        """The client went away: ``EngineCore.abort_requests``, between two steps."""
+        """The client went away: ``EngineCore.abort_requests``, between two steps.
+
+        As ``EngineCoreProc._handle_client_request`` does for an ABORT taken
+        from its input queue between two calls of the step function (an abort
+        taken from the aborts queue during a step is not modelled).
+        """
         with self.checkout.installed():
             status = self.checkout.request_status.FINISHED_ABORTED
             self.scheduler.finish_requests([request_id], status)
@@ -353,7 +358,9 @@ class Driver:
         A batch is scheduled whenever the scheduler has requests; the engine
         returns without waiting while the queue has room and the batch ran
         tokens or requests remain; otherwise it waits on the oldest batch and
-        updates the scheduler from its output.
+        updates the scheduler from its output. Its deferred sampling, for
+        batches that wait on structured-output tokens, never arises: no
+        request here has a grammar.
         """
         queue = self.batch_queue
         assert queue is not None and len(queue) < self.batch_queue_size
