@@ -4,7 +4,9 @@ Pure functions of the steps the vLLM driver read back from the real scheduler
 and its real ``KVCacheManager`` / ``BlockPool`` (as plain values: a checker
 imports no SUT). Each finding is one line naming the step, the invariant and
 the request or block. The numbers are those of docs/engines.md: translated
-peftlife invariants keep theirs, the vLLM ones are V1 to V5.
+peftlife invariants keep theirs, the vLLM ones are V1 to V5. A contract of
+vLLM's, stated at the level it promises rather than by re-running its code,
+names its source (vLLM file, function, releases) in its docstring.
 
 Two checks only restate what vLLM's scheduler already enforces in its own
 code (``RESTATED``): they can fire only if that code changes, so they are a
@@ -14,7 +16,7 @@ tripwire, not a contract, and their findings say so.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -45,9 +47,24 @@ class Pool(Protocol):
     def holders(self) -> Mapping[str, tuple[int, ...]]: ...
 
 
+class CacheEvent(Protocol):
+    """A cache fill (``kind`` "fill") or a prefix hit ("hit"): the driver's ``CacheEvent``."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def identity(self) -> Hashable: ...
+    @property
+    def blocks(self) -> tuple[int, ...]: ...
+
+
 class Step(Protocol):
     """What the checks read of a step: the driver's ``Step``."""
 
+    @property
+    def cache_events(self) -> tuple[CacheEvent, ...]: ...
     @property
     def tokens(self) -> Mapping[str, int]: ...
     @property
@@ -150,6 +167,48 @@ def _step_findings(i: int, step: Step, limits: Limits) -> Iterator[str]:
     yield from _pool_findings(i, "after the output", step.pool_after, step.live_after)
 
 
+def prefix_hits_keep_identity(
+    i: int, events: Sequence[CacheEvent], filled_by: dict[int, Hashable]
+) -> Iterator[str]:
+    """V3 ``prefix_hit_within_identity``: a prefix-cache hit never crosses an identity.
+
+    Source: vLLM 0.33.0 and 0.34.0, ``vllm/v1/core/kv_cache_utils.py``
+    ``generate_block_hash_extra_keys`` (with ``_gen_lora_extra_hash_keys``, the
+    adapter, and the request's ``cache_salt``) keys every block hash by who
+    computed it, so that ``vllm/v1/core/kv_cache_manager.py``
+    ``KVCacheManager.get_computed_blocks`` hands a request only KV computed
+    under its own adapter and salt. Stated on identities, not by re-running
+    the hash: ``filled_by`` records, for each block, the identity (adapter
+    name, id and path; cache salt) of the request whose
+    ``BlockPool.cache_full_blocks`` last hashed it, and every block of a hit
+    must have been filled under the hitting request's identity. vLLM's hash
+    carries the adapter's name and path, not its id: two ids under one name
+    and path break this rule while vLLM's hash matches.
+
+    >>> from types import SimpleNamespace as E
+    >>> record = {}
+    >>> fill = E(kind="fill", request_id="a", identity="sql", blocks=(1, 2))
+    >>> hit = E(kind="hit", request_id="b", identity="chat", blocks=(1,))
+    >>> list(prefix_hits_keep_identity(3, [fill, hit], record))
+    ['step 3: V3 prefix_hit_within_identity: b (chat) hit block 1, filled by sql']
+    """
+    for event in events:
+        if event.kind == "fill":
+            filled_by.update(dict.fromkeys(event.blocks, event.identity))
+            continue
+        for block in event.blocks:
+            if block not in filled_by:
+                yield (
+                    f"step {i}: V3 prefix_hit_within_identity: {event.request_id} "
+                    f"({event.identity}) hit block {block}, which no request filled"
+                )
+            elif filled_by[block] != event.identity:
+                yield (
+                    f"step {i}: V3 prefix_hit_within_identity: {event.request_id} "
+                    f"({event.identity}) hit block {block}, filled by {filled_by[block]}"
+                )
+
+
 def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
     """Every broken rule of ``steps``, in order; empty when the run held.
 
@@ -158,8 +217,10 @@ def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
     """
     found: list[str] = []
     ended: set[str] = set()
+    filled_by: dict[int, Hashable] = {}
     for i, step in enumerate(steps):
         found.extend(_step_findings(i, step, limits))
+        found.extend(prefix_hits_keep_identity(i, step.cache_events, filled_by))
         # A step reports the requests the previous step's output ended.
         ended.update(step.finished)
         for rid in sorted(ended & set(step.tokens)):

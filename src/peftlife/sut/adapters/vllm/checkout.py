@@ -4,21 +4,24 @@
 checkout's root, an installed or unpacked ``vllm`` package directory), reads
 the release from ``vllm/_version.py``, then executes the upstream files of
 ``FILES`` (with those its release range adds, ``releases.py``) under their
-real module names with the stand-ins installed: the request, the KV cache
-manager with its coordinator, per-type managers, block pool and block hasher,
-and the scheduler. As for TensorRT-LLM, the loaded modules are kept by the
-``Checkout`` object, not in ``sys.modules``, and ``installed()`` puts them
-back for each call into the scheduler.
+real module names with the stand-ins installed: ``SamplingParams``,
+``LoRARequest``, the request, the KV cache manager with its coordinator,
+per-type managers, block pool and block hasher, the scheduler and its async
+subclass, and the V2 model runner's adapter table (``LoraState``). As for
+TensorRT-LLM, the loaded modules are kept by the ``Checkout`` object, not in
+``sys.modules``, and ``installed()`` puts them back for each call into them.
 
 A file that imports a name the stand-ins lack raises ``CheckoutError`` naming
-the release, the file, the module and the name.
+the release, the file, the module and the name. ``patches`` (a mutant) maps a
+file to source lines and what each becomes, applied in memory before the file
+is compiled; nothing on disk changes.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,9 @@ BASE = (
     ("utils/hashing.py", "vllm.utils.hashing"),
 )
 FILES = (
+    ("exceptions.py", "vllm.exceptions"),
+    ("sampling_params.py", "vllm.sampling_params"),
+    ("lora/request.py", "vllm.lora.request"),
     ("v1/request.py", "vllm.v1.request"),
     ("v1/kv_cache_layout.py", "vllm.v1.kv_cache_layout"),
     ("v1/kv_cache_spec_registry.py", "vllm.v1.kv_cache_spec_registry"),
@@ -51,8 +57,13 @@ FILES = (
     ("v1/core/sched/utils.py", "vllm.v1.core.sched.utils"),
     ("v1/core/sched/output.py", "vllm.v1.core.sched.output"),
     ("v1/core/sched/scheduler.py", "vllm.v1.core.sched.scheduler"),
+    ("v1/core/sched/async_scheduler.py", "vllm.v1.core.sched.async_scheduler"),
+    # The V2 model runner's per-request adapter table (LoraState).
+    ("v1/worker/gpu/lora_utils.py", "vllm.v1.worker.gpu.lora_utils"),
 )
-SCHEDULER = FILES[-1][1]
+SCHEDULER = "vllm.v1.core.sched.scheduler"
+Patch = tuple[str, str]  # one line of an upstream file, and what it becomes
+SCHEDULER_FILE = "v1/core/sched/scheduler.py"
 
 
 def find_package(path: Path) -> Path:
@@ -65,10 +76,10 @@ def find_package(path: Path) -> Path:
     no scheduler.py at /nowhere/vllm/v1/core/sched/scheduler.py
     """
     for folder in (path / "vllm", path):
-        if (folder / FILES[-1][0]).is_file():
+        if (folder / SCHEDULER_FILE).is_file():
             return folder
     raise CheckoutError(
-        f"no scheduler.py at {path / 'vllm' / FILES[-1][0]}: give the root of a vLLM "
+        f"no scheduler.py at {path / 'vllm' / SCHEDULER_FILE}: give the root of a vLLM "
         "checkout or a vllm package directory"
     )
 
@@ -76,16 +87,24 @@ def find_package(path: Path) -> Path:
 class Checkout:
     """One loaded checkout: its modules (stand-ins included) and its ``Scheduler`` class."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, patches: Mapping[str, Sequence[Patch]] = {}) -> None:
         self.path = path
+        # A file's one-line source patches (a mutant), applied before it is compiled.
+        self.patches = patches
         self.package = find_package(path)
         self.release = releases.for_version(releases.package_version(self.package))
         self._misses: list[MissingStandIn] = []
         self.modules = standins.build(self.release.standins, self._misses)
         self.files = BASE + self.release.files + FILES
         for relative, name in self.files:
-            self._load(self.package / relative, name)
+            self._load(self.package / relative, name, self.patches.get(relative, ()))
         self.scheduler_class: type = self.modules[SCHEDULER].Scheduler
+        # What EngineCore builds with async scheduling on (SchedulerConfig.get_scheduler_cls).
+        self.async_scheduler_class: type = self.modules[
+            "vllm.v1.core.sched.async_scheduler"
+        ].AsyncScheduler
+        self.lora_request_class: type = self.modules["vllm.lora.request"].LoRARequest
+        self.sampling_params_class: type = self.modules["vllm.sampling_params"].SamplingParams
         self.request_class: type = self.modules["vllm.v1.request"].Request
         self.request_status: Any = self.modules["vllm.v1.request"].RequestStatus
 
@@ -99,10 +118,18 @@ class Checkout:
         """A loaded module by its vLLM name (``vllm.v1.core.kv_cache_utils``)."""
         return self.modules[name]
 
-    def _load(self, file: Path, name: str) -> None:
+    def _load(self, file: Path, name: str, patches: Sequence[Patch] = ()) -> None:
         release = f"vLLM {self.release.version}"
         if not file.is_file():
             raise CheckoutError(f"{release}: no {file.name} at {file}")
+        source = file.read_text(encoding="utf-8")
+        for old, new in patches:
+            if source.count(old) != 1:
+                raise CheckoutError(
+                    f"{release}: the patch of {file} finds {source.count(old)} copies of {old!r}, "
+                    "not one"
+                )
+            source = source.replace(old, new)
         spec = importlib.util.spec_from_file_location(name, file)
         assert spec is not None
         module: types.ModuleType = importlib.util.module_from_spec(spec)
@@ -114,7 +141,7 @@ class Checkout:
         try:
             # Compiled here rather than by the module's loader, which would write a
             # __pycache__ into the checkout.
-            code = compile(file.read_text(encoding="utf-8"), str(file), "exec")
+            code = compile(source, str(file), "exec")
             with self.installed():
                 exec(code, module.__dict__)
         except (ImportError, AttributeError) as err:

@@ -69,7 +69,7 @@ RANGES = (
     # 0.34.0: request.py keeps its tokens in vllm.v1.token_buffer (numpy), the
     # KV chain untracks its lists from the garbage collector (gc_utils), the
     # scheduler reads its cache-aware admission, KV-load and watermark fields,
-    # the request its prompt-logprob fields, the output its request ids as a list.
+    # the output its request ids as a list.
     Range(
         first=(0, 34, 0),
         until=None,
@@ -86,7 +86,6 @@ RANGES = (
                 "max_num_inflight_kv_loads": None,
             },
             "vllm_config": {"watermark_config": None},
-            "sampling_params": {"prompt_logprobs": None, "prompt_logprob_token_ids": None},
             "model_runner_output": {"req_ids": None},  # filled per step by the driver
         },
     ),

@@ -30,6 +30,30 @@ ROOT = "vllm"
 SCHED_PACKAGE = "vllm.v1.core.sched"
 
 
+class Fields:
+    """A configuration object holding exactly the given fields.
+
+    A field the scheduler reads that is not here is an ``AttributeError``
+    naming the object and the field, so a newer checkout says what it needs.
+
+    >>> Fields("cache_config", block_size=4).block_size
+    4
+    >>> Fields("cache_config").num_gpu_blocks
+    Traceback (most recent call last):
+    ...
+    AttributeError: cache_config has no field 'num_gpu_blocks' in peftlife's vLLM driver
+    """
+
+    def __init__(self, name: str, **fields: Any) -> None:
+        self.__dict__.update(fields)
+        self.__dict__["_name"] = name
+
+    def __getattr__(self, field: str) -> Any:
+        if field.startswith("__"):
+            raise AttributeError(field)
+        raise AttributeError(f"{self._name} has no field {field!r} in peftlife's vLLM driver")
+
+
 class _SilentLogger:
     """``init_logger(...)``'s logger: every level accepted, nothing printed."""
 
@@ -203,11 +227,29 @@ class MambaAttentionBackendEnum(enum.Enum):
 
 
 class Platform:
-    """``vllm.platforms.current_platform``: a platform without custom KV cache specs."""
+    """``vllm.platforms.current_platform``: a platform without custom KV cache specs, not XPU."""
 
     @staticmethod
     def register_custom_kv_cache_specs(vllm_config: object) -> None:
         pass
+
+    @staticmethod
+    def is_xpu() -> bool:
+        return False
+
+
+class PydanticMsgspecMixin:
+    """``vllm.v1.serial_utils.PydanticMsgspecMixin``, the base ``SamplingParams`` takes.
+
+    Upstream's adds only the pydantic schema hooks the OpenAI server's request
+    models use; its module imports torch, zmq and cloudpickle at its top,
+    which is all that keeps ``sampling_params.py`` from loading on a CPU.
+    """
+
+
+def make_ndarray_with_pad(*args: object, **kwargs: object) -> object:
+    """``vllm.utils.torch_utils.make_ndarray_with_pad``: only prompt-logprob ids need it."""
+    raise NotImplementedError("peftlife's vLLM requests ask for no prompt logprobs")
 
 
 def record_function_or_nullcontext(name: str) -> contextlib.AbstractContextManager[None]:
@@ -230,6 +272,7 @@ PACKAGES = (
     "vllm.distributed.kv_transfer",
     "vllm.distributed.kv_transfer.kv_connector",
     "vllm.distributed.kv_transfer.kv_connector.v1",
+    "vllm.lora",
     "vllm.multimodal",
     "vllm.utils",
     "vllm.v1",
@@ -243,6 +286,8 @@ PACKAGES = (
     "vllm.v1.spec_decode",
     "vllm.v1.spec_decode.dynamic",
     "vllm.v1.structured_output",
+    "vllm.v1.worker",
+    "vllm.v1.worker.gpu",
 )
 
 
@@ -253,6 +298,10 @@ def _names() -> dict[str, dict[str, object]]:
         "vllm.compilation.cuda_graph": {"CUDAGraphStat": opaque("CUDAGraphStat")},
         "vllm.config": {
             "KVEventsConfig": opaque("KVEventsConfig"),
+            # sampling_params.py's validation against the model, which the driver skips.
+            "ModelConfig": opaque("ModelConfig"),
+            "SpeculativeConfig": opaque("SpeculativeConfig"),
+            "StructuredOutputsConfig": opaque("StructuredOutputsConfig"),
             "VllmConfig": opaque("VllmConfig"),
             # No current config: the KV spec registry registers vLLM's own specs only.
             "get_current_vllm_config_or_none": lambda: None,
@@ -316,15 +365,19 @@ def _names() -> dict[str, dict[str, object]]:
         },
         "vllm.outputs": {"RequestError": opaque("RequestError")},
         "vllm.pooling_params": {"PoolingParams": opaque("PoolingParams")},
-        "vllm.sampling_params": {
-            "SamplingParams": opaque("SamplingParams"),
-            "RepetitionDetectionParams": opaque("RepetitionDetectionParams"),
-        },
+        "vllm.tokenizers": {"TokenizerLike": opaque("TokenizerLike")},
+        # Only the CUDA-graph capture cases of lora_utils.py read it (lora/utils.py
+        # imports torch, transformers and huggingface_hub).
+        "vllm.lora.utils": {"get_captured_lora_counts": lambda *a, **k: []},
         "vllm.utils": {
             "length_from_prompt_token_ids_or_embeds": length_from_prompt_token_ids_or_embeds
         },
         "vllm.platforms": {"current_platform": Platform()},
-        "vllm.utils.torch_utils": {"get_dtype_size": get_dtype_size},
+        "vllm.utils.mistral": {"is_mistral_tokenizer": lambda tokenizer: False},
+        "vllm.utils.torch_utils": {
+            "get_dtype_size": get_dtype_size,
+            "make_ndarray_with_pad": make_ndarray_with_pad,
+        },
         "vllm.v1.attention.backends.registry": {
             "MambaAttentionBackendEnum": MambaAttentionBackendEnum
         },
@@ -361,6 +414,7 @@ def _names() -> dict[str, dict[str, object]]:
             "KVConnectorOutput": opaque("KVConnectorOutput"),
             "ModelRunnerOutput": opaque("ModelRunnerOutput"),
         },
+        "vllm.v1.serial_utils": {"PydanticMsgspecMixin": PydanticMsgspecMixin},
         "vllm.v1.spec_decode.dynamic.utils": {
             "build_dynamic_sd_schedule_lookup": lambda *a, **k: None
         },
