@@ -23,7 +23,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
+from peftlife.sut.adapters.upstream import CheckoutError
 
 DOWNLOAD_SECONDS = 600  # the wheel is some 340 MB
 # Written last, so a folder without it is a half-unpacked one to unpack again.
