@@ -7,8 +7,11 @@ be left in ``sys.modules`` after a call.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import sys
 import types
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,9 @@ from peftlife.sut.adapters.upstream import (
     find_package,
     installed,
     package_locations,
+    release_files,
 )
+from peftlife.sut.adapters.upstream.release import COMPLETE, unpack
 
 
 def _standins(misses: list[MissingStandIn]) -> dict[str, types.ModuleType]:
@@ -140,3 +145,38 @@ def test_an_installed_package_is_located_without_running_its_init(
     monkeypatch.syspath_prepend(str(tmp_path))
     assert package_locations("enginex") == [package]
     assert _leftovers() == []
+
+
+def _wheel(folder: Path, files: dict[str, bytes], recorded: dict[str, bytes]) -> Path:
+    """A wheel of ``files`` whose RECORD lists the sha256 of each ``recorded`` content."""
+    wheel = folder / "enginex-1.2-py3-none-any.whl"
+    rows = []
+    for name, data in recorded.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{name},sha256={digest},{len(data)}")
+    with zipfile.ZipFile(wheel, "w") as out:
+        for name, data in files.items():
+            out.writestr(name, data)
+        out.writestr("enginex-1.2.dist-info/RECORD", "\n".join(rows) + "\n")
+    return wheel
+
+
+def test_a_release_unpacks_only_its_python_sources_each_checked_against_record(
+    tmp_path: Path,
+) -> None:
+    files = {"enginex/core/sched.py": b"X = 1\n", "enginex/_kernels.so": b"\x7fELF"}
+    unpack(_wheel(tmp_path, files, files), "enginex", tmp_path / "out")
+    unpacked = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*"))
+    assert unpacked == [COMPLETE, "enginex", "enginex/core", "enginex/core/sched.py"]
+    # A complete folder in the cache is the release: no download is attempted.
+    cache = tmp_path / "cache"
+    (cache / "enginex-1.2" / COMPLETE).parent.mkdir(parents=True)
+    (cache / "enginex-1.2" / COMPLETE).touch()
+    assert release_files("enginex", "1.2", cache, timeout=0) == cache / "enginex-1.2"
+
+
+def test_a_source_that_differs_from_its_record_is_refused(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path, {"enginex/pool.py": b"changed"}, {"enginex/pool.py": b"as built"})
+    with pytest.raises(CheckoutError, match=r"^enginex/pool\.py in enginex-1\.2-py3-none-any"):
+        unpack(wheel, "enginex", tmp_path / "out")
+    assert not (tmp_path / "out" / COMPLETE).exists()

@@ -6,7 +6,8 @@ for one call only. ``loader.py``: ``Loader``, which executes an engine's
 unmodified files under their real module names over those stand-ins and turns
 a miss into one ``CheckoutError`` line, and ``find_package`` /
 ``package_locations``, which find a checkout's or an installed package's files
-without importing them.
+without importing them. ``release.py``: ``release_files``, a release's Python
+files from the package registry, each checked against its wheel's ``RECORD``.
 """
 
 from peftlife.sut.adapters.upstream.loader import (
@@ -15,6 +16,7 @@ from peftlife.sut.adapters.upstream.loader import (
     find_package,
     package_locations,
 )
+from peftlife.sut.adapters.upstream.release import release_files
 from peftlife.sut.adapters.upstream.standins import (
     MissingStandIn,
     StandInModule,
@@ -31,4 +33,5 @@ __all__ = [
     "find_package",
     "installed",
     "package_locations",
+    "release_files",
 ]
