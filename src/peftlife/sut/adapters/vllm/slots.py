@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import attrs
 
 from peftlife.sut.adapters.upstream import CheckoutError, Loader, find_package
-from peftlife.sut.adapters.vllm import slot_standins
+from peftlife.sut.adapters.vllm import releases, slot_standins
 from peftlife.sut.adapters.vllm.standins import Fields
 
 T = TypeVar("T")
@@ -141,13 +141,19 @@ def release_of(version: str) -> Release:
 
 
 def package_version(package: Path) -> str:
-    """The release a ``vllm`` package directory says it is (``vllm/_version.py``)."""
-    file = package / "_version.py"
-    text = file.read_text(encoding="utf-8") if file.is_file() else ""
-    found = re.search(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text, re.M)
-    if found is None:
+    """The release a ``vllm`` package directory says it is (``vllm/_version.py``).
+
+    >>> try:
+    ...     package_version(Path("/nowhere/vllm"))
+    ... except CheckoutError as err:
+    ...     print(str(err).split(":")[0])
+    no __version__ in /nowhere/vllm/_version.py
+    """
+    version = releases.package_version(package)
+    if version is None:
+        file = package / "_version.py"
         raise CheckoutError(f"no __version__ in {file}: give the release, Slots(path, version=...)")
-    return found.group(1)
+    return version
 
 
 @attrs.frozen
