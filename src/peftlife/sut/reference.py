@@ -95,9 +95,12 @@ class _Pass:
         self.paused: list[Request] = []
         self.recompute_paused: list[Request] = []
         self.scheduled: set[int] = set()
+        # The ids of the two paused lists, so that asking costs the same at any batch size.
+        self.paused_ids: set[int] = set()
+        self.recompute_paused_ids: set[int] = set()
 
     def is_recompute_paused(self, req: Request) -> bool:
-        return any(r is req for r in self.recompute_paused)
+        return req.request_id in self.recompute_paused_ids
 
     def last_after(
         self,
@@ -216,10 +219,9 @@ class ReferenceScheduler:
         """Keep the batch this pass produced, each member with its tokens and whether
         the batch gives it one (a generation step, a last chunk)."""
         self._emitted_before = {rid for rid, (_, emits) in self._last_batch.items() if emits}
-        self._last_batch = {
-            r.request_id: (r.num_generated, r in p.generation or r.is_last_context_chunk)
-            for r in (*p.context, *p.generation)
-        }
+        batch = {r.request_id: (r.num_generated, r.is_last_context_chunk) for r in p.context}
+        batch.update((r.request_id, (r.num_generated, True)) for r in p.generation)
+        self._last_batch = batch
 
     def new_budget(self) -> _Budget:
         """The pass's token, request and PEFT-page budgets, read from the configuration."""
@@ -440,8 +442,9 @@ class ReferenceScheduler:
         self._suspend_kv(req)
         if releases:
             self.release_on_suspend(req)
-        if req.is_started and not any(r is req for r in p.paused):
+        if req.is_started and req.request_id not in p.paused_ids:
             p.paused.append(req)
+            p.paused_ids.add(req.request_id)
 
     def owns_adapter(self, req: Request, was_active: bool) -> bool:
         """Whether a request leaving the device owns its adapter: started and was ACTIVE.
@@ -459,8 +462,11 @@ class ReferenceScheduler:
         self._free_kv(req)
         if was_active:
             self.release_on_recompute_pause(req)
-        p.paused = [r for r in p.paused if r is not req]
+        if req.request_id in p.paused_ids:
+            p.paused = [r for r in p.paused if r is not req]
+            p.paused_ids.discard(req.request_id)
         p.recompute_paused.append(req)
+        p.recompute_paused_ids.add(req.request_id)
 
     def release_on_recompute_pause(self, req: Request) -> None:
         # Pause, not terminate: the host copy must stay pinned for the comeback.
