@@ -59,8 +59,10 @@ GUARDED_FIELDS = tuple(
 _guarded = operator.attrgetter(*GUARDED_FIELDS)
 
 
-# Each live request's view, by id, with the values it shows.
-RequestViews = SharedMemo[int, tuple[tuple[object, ...], RequestView]]
+# Each live request's view, by id.
+RequestViews = SharedMemo[int, RequestView]
+# What a request's view shows, in its fields' order after the id.
+_shown = operator.attrgetter(*(f.name for f in attrs.fields(RequestView)[1:]))
 
 
 def _show(value: object) -> str:
@@ -608,14 +610,15 @@ class Engine:
                 r.lora_weights,
                 r.lora_path,
             )
-            before = last.get(rid)
-            shown[rid] = (
-                before
-                if before is not None and before[0] == shows
-                else (shows, RequestView(rid, *shows))
-            )
+            # Compared with what the last view shows, read back from it: a view kept
+            # with the values it was made from would keep two more objects per request
+            # alive, which every garbage collection walks.
+            view = last.get(rid)
+            if view is None or _shown(view) != shows:
+                view = RequestView(rid, *shows)
+            shown[rid] = view
         self._request_views = shown
-        requests = tuple(view for _, view in shown.values())
+        requests = tuple(shown.values())
         adapters, lora_caches = self._adapter_views()
         return Snapshot(
             iteration=self.iteration,
