@@ -220,7 +220,7 @@ class ReferenceScheduler:
         the batch gives it one (a generation step, a last chunk)."""
         self._emitted_before = {rid for rid, (_, emits) in self._last_batch.items() if emits}
         batch = {r.request_id: (r.num_generated, r.is_last_context_chunk) for r in p.context}
-        batch.update((r.request_id, (r.num_generated, True)) for r in p.generation)
+        batch.update({r.request_id: (r.num_generated, True) for r in p.generation})
         self._last_batch = batch
 
     def new_budget(self) -> _Budget:

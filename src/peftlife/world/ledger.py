@@ -107,7 +107,8 @@ class Facts:
 # The facts of the calls that carry nothing but residency and a fault, by those: a
 # one-token grow is made for every generation request in every iteration, and sharing
 # its few kinds of facts leaves the garbage collector fewer objects to walk.
-_RESIDENCY_FACTS: dict[tuple[Residency, Residency, Fault | None], Facts] = {}
+# Keyed by the residencies' values: an enum member hashes through a Python call.
+_RESIDENCY_FACTS: dict[tuple[str, str, Fault | None], Facts] = {}
 
 
 def residency_facts(before: Residency, after: Residency, fault: Fault | None = None) -> Facts:
@@ -117,7 +118,7 @@ def residency_facts(before: Residency, after: Residency, fault: Fault | None = N
     ...     Residency.ACTIVE, Residency.ACTIVE)
     True
     """
-    key = (before, after, fault)
+    key = (before._value_, after._value_, fault)
     facts = _RESIDENCY_FACTS.get(key)
     if facts is None:
         facts = _RESIDENCY_FACTS[key] = Facts(before=before, after=after, fault=fault)
