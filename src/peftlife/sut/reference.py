@@ -161,10 +161,12 @@ class ReferenceScheduler:
         self.peft = env.peft_cache_manager
         self.config = env.config
         # The batch this scheduler produced last, which may still be on the device
-        # (``still_running``): each member with its tokens then and whether the batch
-        # gives it one; the members the batch before gave one; and whether batches
-        # have been seen to be read back after the next pass.
-        self._last_batch: dict[int, tuple[int, bool]] = {}
+        # (``still_running``): each member with its tokens then, and the members it
+        # gives a token; the members the batch before gave one; and whether batches
+        # have been seen to be read back after the next pass. Ids and counts, not a
+        # pair per member: ints are no work for the garbage collector.
+        self._last_batch: dict[int, int] = {}
+        self._last_emits: set[int] = set()
         self._emitted_before: set[int] = set()
         self._overlapped = False
 
@@ -205,11 +207,11 @@ class ReferenceScheduler:
         live = {r.request_id: r for r in requests}
         if not told and not self._overlapped:
             self._overlapped = any(r.is_generation_to_complete_state for r in requests) or any(
-                emits
+                rid in self._last_emits
                 and rid not in self._emitted_before
                 and rid in live
                 and live[rid].num_generated == tokens
-                for rid, (tokens, emits) in self._last_batch.items()
+                for rid, tokens in self._last_batch.items()
             )
         if told or not self._overlapped:
             return set()
@@ -218,10 +220,10 @@ class ReferenceScheduler:
     def remember(self, p: _Pass) -> None:
         """Keep the batch this pass produced, each member with its tokens and whether
         the batch gives it one (a generation step, a last chunk)."""
-        self._emitted_before = {rid for rid, (_, emits) in self._last_batch.items() if emits}
-        batch = {r.request_id: (r.num_generated, r.is_last_context_chunk) for r in p.context}
-        batch.update({r.request_id: (r.num_generated, True) for r in p.generation})
-        self._last_batch = batch
+        self._emitted_before = self._last_emits
+        self._last_batch = {r.request_id: r.num_generated for r in (*p.context, *p.generation)}
+        self._last_emits = {r.request_id for r in p.context if r.is_last_context_chunk}
+        self._last_emits |= {r.request_id for r in p.generation}
 
     def new_budget(self) -> _Budget:
         """The pass's token, request and PEFT-page budgets, read from the configuration."""
