@@ -36,8 +36,7 @@ import attrs
 from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
 from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn
 from peftlife.sut.adapters.vllm import slot_standins
-from peftlife.sut.adapters.vllm.driver import Fields
-from peftlife.sut.adapters.vllm.standins import installed
+from peftlife.sut.adapters.vllm.standins import Fields, installed
 
 T = TypeVar("T")
 
