@@ -232,8 +232,10 @@ def test_a_worker_still_shrinking_at_the_end_is_ended_and_its_finding_written_un
     # Its own clock: the duration and the grace, then the summary. The process adds
     # its start (imports, spawning the worker) on a loaded machine.
     seconds = float(re.search(r"examples in ([\d.]+) s", result.stdout).group(1))  # type: ignore[union-attr]
-    assert seconds < duration + fuzz.STOP_GRACE_S + 1, result.stdout
-    assert took < duration + fuzz.STOP_GRACE_S + 10, result.stdout
+    # --duration is a clock by design; the margins only tell a stop from a campaign
+    # that ran on (the slow shrinker would take minutes), so a busy machine passes.
+    assert seconds < duration + fuzz.STOP_GRACE_S + 15, result.stdout
+    assert took < duration + fuzz.STOP_GRACE_S + 60, result.stdout
     assert "worker 0 was still busy" in result.stdout, result.stdout
     [report] = _reports(tmp_path / "reports")
     assert json.loads(report.read_text())["shrunk"] is False
