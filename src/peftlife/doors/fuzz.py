@@ -773,7 +773,9 @@ class Campaign:
             # A report that could not be written loses nothing: its story is told here.
             for g in groups:
                 if g.report is None:
-                    self.console.print(f"{g.signature}, its report not written ({g.unwritten}):")
+                    self.console.print(
+                        f"{g.signature}, its report not written ({g.unwritten}):", soft_wrap=True
+                    )
                     reports.render_terminal(g.shortest, g.outcome, self.console)
         elif not self.crashes and not self.interrupted:
             self.console.print("no finding: every example held")
