@@ -1,9 +1,10 @@
-"""vLLM's real v1 scheduler, loaded unmodified over stand-ins and stepped on a tiny configuration.
+"""vLLM's real scheduler and KV cache chain, loaded unmodified over stand-ins and stepped.
 
-The release's files come from the package registry once per machine
-(``pip download --no-deps``, cached under ``$PEFTLIFE_CACHE`` or
-``~/.cache/peftlife``); ``PEFTLIFE_VLLM_CHECKOUT=PATH`` uses a checkout instead.
-Without either (no network), set ``PEFTLIFE_OFFLINE=1`` to skip these tests.
+Each test runs on vLLM 0.33.0 and 0.34.0. A release's files come from the
+package registry once per machine (``pip download --no-deps``, cached under
+``$PEFTLIFE_CACHE`` or ``~/.cache/peftlife``); ``PEFTLIFE_VLLM_CHECKOUT=PATH``
+uses one checkout instead. With ``PEFTLIFE_OFFLINE=1`` a release not yet in the
+cache is skipped, not fetched.
 """
 
 from __future__ import annotations
@@ -15,52 +16,90 @@ from pathlib import Path
 
 import pytest
 
-from peftlife.checker.vllm import Limits, findings
+from peftlife.checker.vllm import Limits, conservation, findings
 from peftlife.sut.adapters.vllm import Checkout, CheckoutError, Driver, Step, TinyConfig
-from peftlife.sut.adapters.vllm.release import release_files
+from peftlife.sut.adapters.vllm.release import COMPLETE, release_files
 
-VERSION = "0.33.0"
-STEPS = 40  # every scenario below drains well within this
+VERSIONS = ("0.33.0", "0.34.0")
+STEPS = 60  # every workload below drains well within this
 
 
-@pytest.fixture(scope="session")
-def checkout() -> Checkout:
+def _release(version: str) -> Path:
     given = os.environ.get("PEFTLIFE_VLLM_CHECKOUT")
     if given:
-        return Checkout(Path(given).expanduser())
+        return Path(given).expanduser()
     cache = Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
-    try:
-        return Checkout(release_files(VERSION, cache))
-    except CheckoutError:
-        if os.environ.get("PEFTLIFE_OFFLINE"):
-            pytest.skip(f"vllm=={VERSION} could not be downloaded and PEFTLIFE_OFFLINE is set")
-        raise
+    if os.environ.get("PEFTLIFE_OFFLINE") and not (cache / f"vllm-{version}" / COMPLETE).is_file():
+        pytest.skip(f"vllm=={version} is not in {cache} and PEFTLIFE_OFFLINE is set")
+    return release_files(version, cache)
 
 
-def run(driver: Driver) -> list[Step]:
-    """Steps until every request has finished (bounded)."""
+# One given checkout runs once; otherwise each release does.
+PARAMS = ("checkout",) if os.environ.get("PEFTLIFE_VLLM_CHECKOUT") else VERSIONS
+
+
+@pytest.fixture(scope="session", params=PARAMS)
+def checkout(request: pytest.FixtureRequest) -> Checkout:
+    return Checkout(_release(request.param))
+
+
+def prompt(length: int) -> list[int]:
+    """Tokens 1 to ``length``: any two such prompts share a prefix."""
+    return list(range(1, length + 1))
+
+
+def run(driver: Driver, aborts: dict[int, str] | None = None) -> list[Step]:
+    """Steps while the engine is busy (bounded); ``aborts`` maps a step to a request."""
     steps = []
-    for _ in range(STEPS):
+    for n in range(STEPS):
+        if aborts and n in aborts:
+            driver.abort(aborts[n])
         steps.append(driver.step())
-        if not driver.scheduler.requests:
+        if not driver.busy:
             return steps
     raise AssertionError(f"requests left after {STEPS} steps: {list(driver.scheduler.requests)}")
 
 
-def test_the_real_unmodified_scheduler_is_what_runs(checkout: Checkout) -> None:
-    source = Path(checkout.scheduler_class.schedule.__code__.co_filename)
-    assert source == checkout.package / "v1" / "core" / "sched" / "scheduler.py"
-    assert "def schedule(self" in source.read_text(encoding="utf-8")
-    # Loaded under its real name, kept out of sys.modules between calls.
-    assert checkout.scheduler_class.__module__ == "vllm.v1.core.sched.scheduler"
-    assert "vllm.v1.core.sched.scheduler" not in sys.modules
+def _source(cls: type) -> Path:
+    return Path(cls.__init__.__code__.co_filename)  # type: ignore[misc]
+
+
+def test_the_real_unmodified_scheduler_and_kv_chain_are_what_runs(checkout: Checkout) -> None:
+    driver = Driver(checkout, TinyConfig(enable_prefix_caching=True))
+    manager = driver.scheduler.kv_cache_manager
+    core = checkout.package / "v1" / "core"
+    running = {
+        type(driver.scheduler): ("vllm.v1.core.sched.scheduler", core / "sched" / "scheduler.py"),
+        type(manager): ("vllm.v1.core.kv_cache_manager", core / "kv_cache_manager.py"),
+        type(manager.coordinator): (
+            "vllm.v1.core.kv_cache_coordinator",
+            core / "kv_cache_coordinator.py",
+        ),
+        type(manager.coordinator.single_type_managers[0]): (
+            "vllm.v1.core.single_type_kv_cache_manager",
+            core / "single_type_kv_cache_manager.py",
+        ),
+        type(manager.block_pool): ("vllm.v1.core.block_pool", core / "block_pool.py"),
+    }
+    for cls, (module, file) in running.items():
+        assert cls.__module__ == module, cls
+        assert file.is_relative_to(checkout.path)
+        assert module not in sys.modules  # kept out of sys.modules between calls
+    assert type(manager.coordinator).__name__ == "UnitaryKVCacheCoordinator"
+    assert type(manager.block_pool).__name__ == "BlockPool"
+    assert _source(type(manager)) == core / "kv_cache_manager.py"
+    assert _source(type(manager.block_pool)) == core / "block_pool.py"
+    # The engine core's block hasher: vLLM's own function, over vLLM's sha256.
+    assert driver.block_hasher is not None
+    assert Path(driver.block_hasher.__code__.co_filename) == core / "kv_cache_utils.py"
+    assert driver.pool.null_block == 0
 
 
 def test_max_loras_keeps_a_second_adapter_waiting(checkout: Checkout) -> None:
     driver = Driver(checkout, TinyConfig(num_blocks=16, max_loras=1))
-    driver.add("a", prompt_len=6, max_tokens=3, adapter=1)
-    driver.add("b", prompt_len=6, max_tokens=3, adapter=2)
-    driver.add("c", prompt_len=6, max_tokens=3, adapter=1)
+    driver.submit("a", prompt(6), 3, 1)
+    driver.submit("b", prompt(6), 3, 2)
+    driver.submit("c", prompt(6), 3, 1)
     steps = run(driver)
     # b (adapter 2) is skipped while adapter 1 runs; c, behind it, is admitted.
     assert steps[0].new == ("a", "c") and steps[0].waiting == ("b",)
@@ -72,18 +111,19 @@ def test_max_loras_keeps_a_second_adapter_waiting(checkout: Checkout) -> None:
 
 def test_two_lora_slots_run_both_adapters_together(checkout: Checkout) -> None:
     driver = Driver(checkout, TinyConfig(num_blocks=16, max_loras=2))
-    driver.add("a", prompt_len=6, max_tokens=3, adapter=1)
-    driver.add("b", prompt_len=6, max_tokens=3, adapter=2)
+    driver.submit("a", prompt(6), 3, 1)
+    driver.submit("b", prompt(6), 3, 2)
     steps = run(driver)
     assert steps[0].new == ("a", "b") and steps[0].adapters == frozenset({1, 2})
 
 
 def test_a_tiny_block_pool_preempts_the_last_running_request(checkout: Checkout) -> None:
+    # Five blocks, one of them BlockPool's null block: four usable 4-token blocks.
     config = TinyConfig(block_size=4, num_blocks=5, max_loras=1)
     driver = Driver(checkout, config)
-    driver.add("a", prompt_len=7, max_tokens=6, adapter=1)
-    driver.add("b", prompt_len=7, max_tokens=6, adapter=1)
-    driver.add("c", prompt_len=4, max_tokens=2, adapter=2)
+    driver.submit("a", prompt(7), 6, 1)
+    driver.submit("b", prompt(7), 6, 1)
+    driver.submit("c", prompt(4), 2, 2)
     steps = run(driver)
     preempting = [i for i, s in enumerate(steps) if s.preempted]
     assert len(preempting) == 1
@@ -92,14 +132,43 @@ def test_a_tiny_block_pool_preempts_the_last_running_request(checkout: Checkout)
     # (recompute: its blocks freed, back at the head of the waiting queue).
     assert steps[p].preempted == ("b",) and steps[p].tokens == {"a": 1}
     assert steps[p].waiting == ("b", "c")
+    assert "b" not in steps[p].pool.holders
     resumed = next(i for i, s in enumerate(steps) if s.resumed)
     assert steps[resumed].resumed == ("b",)
     # Recompute: the prompt and the two tokens b had sampled, in one chunk.
     assert steps[resumed].tokens == {"b": 7 + 2}
-    # The adapter-2 request runs only when no adapter-1 request is running.
     for s in steps:
         assert len(s.adapters) <= 1
-    assert steps[-1].free_blocks == config.num_blocks
+    assert steps[-1].pool_after.num_free == config.num_blocks - 1
+
+
+def test_prefix_cache_hits_follow_the_adapter_and_the_salt(checkout: Checkout) -> None:
+    driver = Driver(checkout, TinyConfig(num_blocks=16, max_loras=2, enable_prefix_caching=True))
+    driver.submit("first", prompt(9), 1, 1)
+    first = run(driver)
+    # The first request's two full prompt blocks stay hashed in the free queue.
+    assert len(driver.pool.hashed & set(driver.pool.free_queue)) == 2
+    driver.submit("same", prompt(9), 1, 1)
+    driver.submit("other_adapter", prompt(9), 1, 2)
+    driver.submit("base_model", prompt(9), 1)
+    driver.submit("salted", prompt(9), 1, 1, cache_salt="user-2")
+    steps = run(driver)
+    hits = steps[0].cached_tokens
+    assert hits == {"same": 8, "other_adapter": 0, "base_model": 0, "salted": 0}
+    assert findings(first + steps, Limits(adapter_slots=2, block_size=4)) == []
+    # Without the first run's fills, the hit's blocks have no known filler.
+    alone = findings(steps, Limits(adapter_slots=2, block_size=4))
+    assert any("hit block" in f and "which no request filled" in f for f in alone), alone
+
+
+def test_without_prefix_caching_nothing_is_hashed_or_hit(checkout: Checkout) -> None:
+    driver = Driver(checkout, TinyConfig(num_blocks=16))
+    driver.submit("first", prompt(9), 1)
+    run(driver)
+    driver.submit("same", prompt(9), 1)
+    steps = run(driver)
+    assert driver.block_hasher is None and steps[0].cached_tokens == {"same": 0}
+    assert not steps[-1].pool_after.hashed
 
 
 def test_a_checkout_without_the_scheduler_is_refused(tmp_path: Path) -> None:
@@ -107,62 +176,98 @@ def test_a_checkout_without_the_scheduler_is_refused(tmp_path: Path) -> None:
         Checkout(tmp_path)
 
 
-def test_an_import_the_stand_ins_lack_is_named(tmp_path: Path) -> None:
-    sched = tmp_path / "vllm" / "v1" / "core" / "sched"
-    sched.mkdir(parents=True)
-    (sched / "scheduler.py").write_text("", encoding="utf-8")
-    (tmp_path / "vllm" / "v1" / "request.py").write_text(
-        "from vllm.v1.engine import NotStoodIn\n", encoding="utf-8"
-    )
-    with pytest.raises(CheckoutError, match=r"needs 'NotStoodIn' from 'vllm\.v1\.engine'"):
+def test_an_import_the_stand_ins_lack_names_the_release_file_module_and_name(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "vllm"
+    (package / "v1" / "core" / "sched").mkdir(parents=True)
+    (package / "v1" / "core" / "sched" / "scheduler.py").write_text("", encoding="utf-8")
+    (package / "_version.py").write_text("__version__ = version = '0.34.0'\n", encoding="utf-8")
+    (package / "envs.py").write_text("from vllm.v1.engine import NotStoodIn\n", encoding="utf-8")
+    with pytest.raises(
+        CheckoutError,
+        match=r"^vLLM 0\.34\.0: \S+envs\.py needs 'NotStoodIn' from 'vllm\.v1\.engine'",
+    ):
         Checkout(tmp_path)
 
 
-def workload(seed: int) -> tuple[TinyConfig, list[tuple[str, int, int, int]]]:
-    """A small configuration and its requests (id, prompt, max tokens, adapter), from a seed."""
+Workload = tuple[TinyConfig, list[tuple[str, int, int, int, tuple[int, ...]]], dict[int, str]]
+
+
+def workload(seed: int, prefix_caching: bool) -> Workload:
+    """A small configuration, its requests and its aborts, from a seed.
+
+    Requests are (id, prompt length, max tokens, adapter, prompt); prompts
+    start from one of two token families, so some share prefixes.
+    """
     rng = random.Random(seed)
-    config = TinyConfig(num_blocks=rng.randint(3, 7), max_loras=rng.randint(1, 2))
-    room = config.num_blocks * config.block_size
+    config = TinyConfig(
+        num_blocks=rng.randint(4, 8),
+        max_loras=rng.randint(1, 2),
+        enable_prefix_caching=prefix_caching,
+    )
+    room = (config.num_blocks - 1) * config.block_size  # the null block is not usable
     requests = []
     for n in range(rng.randint(2, 5)):
-        prompt = rng.randint(1, 9)
-        requests.append((f"r{n}", prompt, rng.randint(1, min(6, room - prompt)), rng.randint(0, 3)))
-    return config, requests
+        length = rng.randint(1, 9)
+        family = 100 * rng.randint(0, 1)
+        tokens = tuple(range(family + 1, family + length + 1))
+        max_tokens = rng.randint(1, min(6, room - length))
+        requests.append((f"r{n}", length, max_tokens, rng.randint(0, 3), tokens))
+    aborts = {rng.randint(1, 6): f"r{rng.randrange(len(requests))}"} if rng.random() < 0.3 else {}
+    return config, requests, aborts
 
 
-def run_workload(checkout: Checkout, seed: int) -> tuple[TinyConfig, list[Step]]:
-    config, requests = workload(seed)
+def run_workload(
+    checkout: Checkout, seed: int, prefix_caching: bool
+) -> tuple[TinyConfig, list[Step]]:
+    config, requests, aborts = workload(seed, prefix_caching)
     driver = Driver(checkout, config)
-    for request in requests:
-        driver.add(*request)
-    return config, run(driver)
-
-
-def limits(config: TinyConfig, adapter_slots: int | None = None) -> Limits:
-    slots = config.max_loras if adapter_slots is None else adapter_slots
-    return Limits(slots, config.num_blocks, config.block_size)
+    for rid, _, max_tokens, adapter, tokens in requests:
+        driver.submit(rid, tokens, max_tokens, adapter)
+    return config, run(driver, aborts)
 
 
 SEEDS = range(80)
 
 
-def test_the_translated_invariants_hold_on_small_workloads(checkout: Checkout) -> None:
-    preempting = 0
+@pytest.mark.parametrize("prefix_caching", [False, True], ids=["no-prefix-cache", "prefix-cache"])
+def test_the_invariants_hold_over_the_real_pool_on_small_workloads(
+    checkout: Checkout, prefix_caching: bool
+) -> None:
+    preempting = hits = hashed_free = 0
     for seed in SEEDS:
-        config, steps = run_workload(checkout, seed)
-        assert findings(steps, limits(config)) == [], seed
+        config, steps = run_workload(checkout, seed, prefix_caching)
+        assert findings(steps, Limits(config.max_loras, config.block_size)) == [], seed
         preempting += any(s.preempted for s in steps)
+        hits += any(any(s.cached_tokens.values()) for s in steps)
+        hashed_free += any(set(s.pool_after.free_queue) & s.pool_after.hashed for s in steps)
     # The sweep reaches the paths the checks are about, not only easy runs.
     assert preempting >= 10, preempting
+    if prefix_caching:
+        assert hits >= 10 and hashed_free >= 10, (hits, hashed_free)
+    else:
+        assert hits == hashed_free == 0
 
 
-def test_the_checks_catch_a_scheduler_that_admits_past_the_workers_slots(
-    checkout: Checkout,
-) -> None:
-    # The scheduler believes in two adapter slots; the world's worker has one.
-    found = []
-    for seed in SEEDS:
-        config, steps = run_workload(checkout, seed)
-        found += findings(steps, limits(config, adapter_slots=1))
-    assert any("V1 max_loras_cap" in f for f in found)
-    assert all("V1 max_loras_cap" in f for f in found), found
+def test_conservation_fires_on_a_reference_no_request_holds(checkout: Checkout) -> None:
+    driver = Driver(checkout, TinyConfig(num_blocks=8))
+    driver.submit("a", prompt(6), 3)
+    driver.step()
+    assert list(conservation(driver.pool)) == []
+    with checkout.installed():
+        pool = driver.scheduler.kv_cache_manager.block_pool
+        pool.touch([pool.blocks[driver.pool.free_queue[0]]])  # vLLM's own call, no holder
+    lines = list(conservation(driver.pool))
+    assert any("has ref_cnt 1 and 0 holder(s)" in line for line in lines), lines
+    assert any("free +" in line for line in lines), lines
+
+
+def test_a_request_whose_blocks_are_never_freed_is_found(checkout: Checkout) -> None:
+    leaky = Checkout(checkout.path)  # its own modules: the patch stays in this test
+    manager = leaky.module("vllm.v1.core.kv_cache_manager").KVCacheManager
+    manager.free = lambda self, request: None
+    driver = Driver(leaky, TinyConfig(num_blocks=8))
+    driver.submit("a", prompt(3), 1)
+    found = findings(run(driver), Limits(adapter_slots=1, block_size=4))
+    assert any("V4 ended_means_empty after the output: a has ended" in f for f in found), found

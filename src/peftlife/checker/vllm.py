@@ -1,23 +1,70 @@
-"""peftlife's invariants translated for vLLM, checked on the spike's steps (docs/engines.md).
+"""peftlife's invariants for vLLM, checked on the steps read back from vLLM's own code.
 
-A first cut of the vLLM world's checker: pure functions of the steps the
-spike's driver read back from vLLM's real scheduler. Each finding is one line
-naming the step, the invariant and the request or adapter. The numbers are
-those of docs/engines.md: the translated peftlife invariants keep theirs, the
-new ones are V1 to V5.
+Pure functions of the steps the vLLM driver read back from the real scheduler
+and its real ``KVCacheManager`` / ``BlockPool`` (as plain values: a checker
+imports no SUT). Each finding is one line naming the step, the invariant and
+the request or block. The numbers are those of docs/engines.md: translated
+peftlife invariants keep theirs, the vLLM ones are V1 to V5. A contract of
+vLLM's, stated at the level it promises rather than by re-running its code,
+names its source (vLLM file, function, releases) in its docstring.
+
+Two checks only restate what vLLM's scheduler already enforces in its own
+code (``RESTATED``): they can fire only if that code changes, so they are a
+tripwire, not a contract, and their findings say so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import attrs
 
+# Check -> the vLLM code it restates (vllm/v1/core/sched/scheduler.py, 0.33.0 and 0.34.0).
+RESTATED = {
+    "V1 max_loras_cap": "Scheduler.schedule's `assert len(scheduled_loras) <= max_loras`",
+    "V5 no_admission_in_a_preempting_step": (
+        "Scheduler.schedule's `if not preempted_reqs` before the waiting loop"
+    ),
+}
+
+
+class Pool(Protocol):
+    """What the checks read of the block pool: the driver's ``Pool``."""
+
+    @property
+    def num_blocks(self) -> int: ...
+    @property
+    def null_block(self) -> int: ...
+    @property
+    def num_free(self) -> int: ...
+    @property
+    def free_queue(self) -> tuple[int, ...]: ...
+    @property
+    def ref_counts(self) -> tuple[int, ...]: ...
+    @property
+    def holders(self) -> Mapping[str, tuple[int, ...]]: ...
+
+
+class CacheEvent(Protocol):
+    """A cache fill (``kind`` "fill") or a prefix hit ("hit"): the driver's ``CacheEvent``."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def identity(self) -> Hashable: ...
+    @property
+    def blocks(self) -> tuple[int, ...]: ...
+
 
 class Step(Protocol):
-    """What the checks read of a step: the spike's ``driver.Step`` (a checker imports no SUT)."""
+    """What the checks read of a step: the driver's ``Step``."""
 
+    @property
+    def cache_events(self) -> tuple[CacheEvent, ...]: ...
     @property
     def tokens(self) -> Mapping[str, int]: ...
     @property
@@ -33,62 +80,147 @@ class Step(Protocol):
     @property
     def computed(self) -> Mapping[str, int]: ...
     @property
-    def held(self) -> Mapping[str, int]: ...
+    def pool(self) -> Pool: ...
     @property
-    def free_blocks(self) -> int: ...
+    def live(self) -> frozenset[str]: ...
     @property
-    def held_after(self) -> int: ...
+    def pool_after(self) -> Pool: ...
+    @property
+    def live_after(self) -> frozenset[str]: ...
 
 
 @attrs.frozen
 class Limits:
-    """What the world holds the scheduler to: the worker's adapter slots and the block pool."""
+    """What the world holds the scheduler to: its adapter slots and block size."""
 
     adapter_slots: int
-    num_blocks: int
     block_size: int
+
+
+def _restated(name: str) -> str:
+    return f"{name} (restates vLLM's {RESTATED[name]})"
+
+
+def conservation(pool: Pool) -> Iterator[str]:
+    """10 ``pages_conserved`` over vLLM's real pool; each line says what broke.
+
+    Reference counts equal holders, the free queue's walk equals its count,
+    every free block is unreferenced, and free + held + the null block is the
+    pool. A freed block that keeps its hash sits in the free queue, so it is
+    free here.
+
+    >>> from types import SimpleNamespace as Pool
+    >>> ok = Pool(num_blocks=3, null_block=0, num_free=1, free_queue=(2,),
+    ...           ref_counts=(0, 1, 0), holders={"a": (1,)})
+    >>> list(conservation(ok))
+    []
+    """
+    held = Counter(b for blocks in pool.holders.values() for b in blocks if b != pool.null_block)
+    if len(pool.free_queue) != pool.num_free:
+        yield f"the free queue holds {len(pool.free_queue)} blocks, its count says {pool.num_free}"
+    for block in pool.free_queue:
+        if pool.ref_counts[block] or block in held or block == pool.null_block:
+            yield f"block {block} is in the free queue with {pool.ref_counts[block]} reference(s)"
+    for block, count in enumerate(pool.ref_counts):
+        if block != pool.null_block and count != held[block]:
+            yield f"block {block} has ref_cnt {count} and {held[block]} holder(s)"
+    if pool.num_free + len(held) + 1 != pool.num_blocks:
+        yield (f"{pool.num_free} free + {len(held)} held + 1 null != {pool.num_blocks} blocks")
+
+
+def _pool_findings(i: int, when: str, pool: Pool, live: frozenset[str]) -> Iterator[str]:
+    for line in conservation(pool):
+        yield f"step {i}: 10 pages_conserved {when}: {line}"
+    for rid, blocks in sorted(pool.holders.items()):
+        if blocks and rid not in live:
+            yield (
+                f"step {i}: V4 ended_means_empty {when}: {rid} has ended (finished or aborted) "
+                f"and holds {len(blocks)} block(s)"
+            )
 
 
 def _step_findings(i: int, step: Step, limits: Limits) -> Iterator[str]:
     if len(step.running_adapters) > limits.adapter_slots:
         yield (
-            f"step {i}: V1 max_loras_cap: adapters {sorted(step.running_adapters)} are running, "
-            f"the worker has {limits.adapter_slots} slot(s)"
+            f"step {i}: {_restated('V1 max_loras_cap')}: adapters "
+            f"{sorted(step.running_adapters)} are running, max_loras is {limits.adapter_slots}"
         )
     if step.preempted and (step.new or step.resumed):
         yield (
-            f"step {i}: V5 no_admission_in_a_preempting_step: preempted "
+            f"step {i}: {_restated('V5 no_admission_in_a_preempting_step')}: preempted "
             f"{list(step.preempted)} and admitted {list(step.new + step.resumed)}"
         )
     for rid in step.preempted:
-        if step.held.get(rid):
-            yield f"step {i}: V4 preempted_means_empty: {rid} holds {step.held[rid]} block(s)"
+        if step.pool.holders.get(rid):
+            held = len(step.pool.holders[rid])
+            yield f"step {i}: V4 preempted_means_empty: {rid} holds {held} block(s)"
         if rid in step.tokens:
             yield f"step {i}: V4 preempted_means_empty: {rid} is scheduled in the step"
     for rid, computed in step.computed.items():
-        room = step.held.get(rid, 0) * limits.block_size
+        room = len(step.pool.holders.get(rid, ())) * limits.block_size
         if room < computed:
             yield (
                 f"step {i}: 7 scheduled_owned_and_resident: {rid} is scheduled up to token "
                 f"{computed} with blocks for {room}"
             )
-    if step.free_blocks + step.held_after != limits.num_blocks:
-        yield (
-            f"step {i}: 10 pages_conserved: {step.free_blocks} free + {step.held_after} held "
-            f"!= {limits.num_blocks}"
-        )
+    yield from _pool_findings(i, "after schedule()", step.pool, step.live)
+    yield from _pool_findings(i, "after the output", step.pool_after, step.live_after)
+
+
+def prefix_hits_keep_identity(
+    i: int, events: Sequence[CacheEvent], filled_by: dict[int, Hashable]
+) -> Iterator[str]:
+    """V3 ``prefix_hit_within_identity``: a prefix-cache hit never crosses an identity.
+
+    Source: vLLM 0.33.0 and 0.34.0, ``vllm/v1/core/kv_cache_utils.py``
+    ``generate_block_hash_extra_keys`` (with ``_gen_lora_extra_hash_keys``, the
+    adapter, and the request's ``cache_salt``) keys every block hash by who
+    computed it, so that ``vllm/v1/core/kv_cache_manager.py``
+    ``KVCacheManager.get_computed_blocks`` hands a request only KV computed
+    under its own adapter and salt. Stated on identities, not by re-running
+    the hash: ``filled_by`` records, for each block, the identity (adapter
+    name, id and path; cache salt) of the request whose
+    ``BlockPool.cache_full_blocks`` last hashed it, and every block of a hit
+    must have been filled under the hitting request's identity. vLLM's hash
+    carries the adapter's name and path, not its id: two ids under one name
+    and path break this rule while vLLM's hash matches.
+
+    >>> from types import SimpleNamespace as E
+    >>> record = {}
+    >>> fill = E(kind="fill", request_id="a", identity="sql", blocks=(1, 2))
+    >>> hit = E(kind="hit", request_id="b", identity="chat", blocks=(1,))
+    >>> list(prefix_hits_keep_identity(3, [fill, hit], record))
+    ['step 3: V3 prefix_hit_within_identity: b (chat) hit block 1, filled by sql']
+    """
+    for event in events:
+        if event.kind == "fill":
+            filled_by.update(dict.fromkeys(event.blocks, event.identity))
+            continue
+        for block in event.blocks:
+            if block not in filled_by:
+                yield (
+                    f"step {i}: V3 prefix_hit_within_identity: {event.request_id} "
+                    f"({event.identity}) hit block {block}, which no request filled"
+                )
+            elif filled_by[block] != event.identity:
+                yield (
+                    f"step {i}: V3 prefix_hit_within_identity: {event.request_id} "
+                    f"({event.identity}) hit block {block}, filled by {filled_by[block]}"
+                )
 
 
 def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
     """Every broken rule of ``steps``, in order; empty when the run held.
 
-    >>> findings([], Limits(adapter_slots=1, num_blocks=4, block_size=4))
+    >>> findings([], Limits(adapter_slots=1, block_size=4))
     []
     """
     found: list[str] = []
     ended: set[str] = set()
+    filled_by: dict[int, Hashable] = {}
     for i, step in enumerate(steps):
         found.extend(_step_findings(i, step, limits))
+        found.extend(prefix_hits_keep_identity(i, step.cache_events, filled_by))
         # A step reports the requests the previous step's output ended.
         ended.update(step.finished)
         for rid in sorted(ended & set(step.tokens)):

@@ -1,40 +1,69 @@
-"""Load a vLLM checkout's v1 scheduler, unmodified, over the stand-ins.
+"""Load a vLLM checkout's scheduler and KV cache chain, unmodified, over the stand-ins.
 
 ``Checkout(path)`` finds ``vllm/v1/core/sched/scheduler.py`` under ``path`` (a
-checkout's root, an installed or unpacked ``vllm`` package directory), then
-executes six upstream files under their real module names with the
-stand-ins installed: ``v1/request.py`` (the request and its status),
-``sched/interface.py``, ``sched/request_queue.py``, ``sched/utils.py``,
-``sched/output.py`` and ``sched/scheduler.py``. As for TensorRT-LLM, the loaded
-modules are kept by the ``Checkout`` object, not in ``sys.modules``, and
-``installed()`` puts them back for each call into the scheduler.
+checkout's root, an installed or unpacked ``vllm`` package directory), reads
+the release from ``vllm/_version.py``, then executes the upstream files of
+``FILES`` (with those its release range adds, ``releases.py``) under their
+real module names with the stand-ins installed: ``SamplingParams``,
+``LoRARequest``, the request, the KV cache manager with its coordinator,
+per-type managers, block pool and block hasher, the scheduler and its async
+subclass, and the V2 model runner's adapter table (``LoraState``). As for
+TensorRT-LLM, the loaded modules are kept by the ``Checkout`` object, not in
+``sys.modules``, and ``installed()`` puts them back for each call into them.
 
 A file that imports a name the stand-ins lack raises ``CheckoutError`` naming
-the file, the module and the name.
+the release, the file, the module and the name. ``patches`` (a mutant) maps a
+file to source lines and what each becomes, applied in memory before the file
+is compiled; nothing on disk changes.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
 from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn
-from peftlife.sut.adapters.vllm import blocks, standins
+from peftlife.sut.adapters.vllm import releases, standins
 
-# The upstream files, in load order (each imports only stand-ins and those before it).
+# The upstream files every release loads, in load order (each imports only
+# stand-ins and those before it); a release range's own files come first.
+BASE = (
+    ("envs.py", "vllm.envs"),
+    ("utils/math_utils.py", "vllm.utils.math_utils"),
+    ("utils/hashing.py", "vllm.utils.hashing"),
+)
 FILES = (
+    ("exceptions.py", "vllm.exceptions"),
+    ("sampling_params.py", "vllm.sampling_params"),
+    ("lora/request.py", "vllm.lora.request"),
     ("v1/request.py", "vllm.v1.request"),
+    ("v1/kv_cache_layout.py", "vllm.v1.kv_cache_layout"),
+    ("v1/kv_cache_spec_registry.py", "vllm.v1.kv_cache_spec_registry"),
+    ("v1/kv_cache_interface.py", "vllm.v1.kv_cache_interface"),
+    ("v1/core/kv_cache_metrics.py", "vllm.v1.core.kv_cache_metrics"),
+    ("v1/core/kv_cache_utils.py", "vllm.v1.core.kv_cache_utils"),
+    ("v1/core/block_pool.py", "vllm.v1.core.block_pool"),
+    ("v1/hisparse/block_pool.py", "vllm.v1.hisparse.block_pool"),
+    ("v1/core/single_type_kv_cache_manager.py", "vllm.v1.core.single_type_kv_cache_manager"),
+    ("v1/core/kv_cache_coordinator.py", "vllm.v1.core.kv_cache_coordinator"),
+    ("v1/core/kv_cache_manager.py", "vllm.v1.core.kv_cache_manager"),
     ("v1/core/sched/interface.py", "vllm.v1.core.sched.interface"),
     ("v1/core/sched/request_queue.py", "vllm.v1.core.sched.request_queue"),
     ("v1/core/sched/utils.py", "vllm.v1.core.sched.utils"),
     ("v1/core/sched/output.py", "vllm.v1.core.sched.output"),
     ("v1/core/sched/scheduler.py", "vllm.v1.core.sched.scheduler"),
+    ("v1/core/sched/async_scheduler.py", "vllm.v1.core.sched.async_scheduler"),
+    # The V2 model runner's per-request adapter table (LoraState).
+    ("v1/worker/gpu/lora_utils.py", "vllm.v1.worker.gpu.lora_utils"),
 )
-SCHEDULER = FILES[-1][1]
+SCHEDULER = "vllm.v1.core.sched.scheduler"
+Patch = tuple[str, str]  # one line of an upstream file, and what it becomes
+SCHEDULER_FILE = "v1/core/sched/scheduler.py"
 
 
 def find_package(path: Path) -> Path:
@@ -47,10 +76,10 @@ def find_package(path: Path) -> Path:
     no scheduler.py at /nowhere/vllm/v1/core/sched/scheduler.py
     """
     for folder in (path / "vllm", path):
-        if (folder / FILES[-1][0]).is_file():
+        if (folder / SCHEDULER_FILE).is_file():
             return folder
     raise CheckoutError(
-        f"no scheduler.py at {path / 'vllm' / FILES[-1][0]}: give the root of a vLLM "
+        f"no scheduler.py at {path / 'vllm' / SCHEDULER_FILE}: give the root of a vLLM "
         "checkout or a vllm package directory"
     )
 
@@ -58,21 +87,26 @@ def find_package(path: Path) -> Path:
 class Checkout:
     """One loaded checkout: its modules (stand-ins included) and its ``Scheduler`` class."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, patches: Mapping[str, Sequence[Patch]] = {}) -> None:
         self.path = path
+        # A file's one-line source patches (a mutant), applied before it is compiled.
+        self.patches = patches
         self.package = find_package(path)
+        self.release = releases.for_version(releases.package_version(self.package))
         self._misses: list[MissingStandIn] = []
-        kv_manager = {
-            "KVCacheManager": blocks.KVCacheManager,
-            "KVCacheBlocks": blocks.KVCacheBlocks,
-            "KVCacheBlock": blocks.KVCacheBlock,
-        }
-        self.modules = standins.build(kv_manager, self._misses)
-        for relative, name in FILES:
-            self._load(self.package / relative, name)
+        self.modules = standins.build(self.release.standins, self._misses)
+        self.files = BASE + self.release.files + FILES
+        for relative, name in self.files:
+            self._load(self.package / relative, name, self.patches.get(relative, ()))
         self.scheduler_class: type = self.modules[SCHEDULER].Scheduler
+        # What EngineCore builds with async scheduling on (SchedulerConfig.get_scheduler_cls).
+        self.async_scheduler_class: type = self.modules[
+            "vllm.v1.core.sched.async_scheduler"
+        ].AsyncScheduler
+        self.lora_request_class: type = self.modules["vllm.lora.request"].LoRARequest
+        self.sampling_params_class: type = self.modules["vllm.sampling_params"].SamplingParams
         self.request_class: type = self.modules["vllm.v1.request"].Request
-        self.request_status: type = self.modules["vllm.v1.request"].RequestStatus
+        self.request_status: Any = self.modules["vllm.v1.request"].RequestStatus
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -80,26 +114,47 @@ class Checkout:
         with standins.installed(self.modules):
             yield
 
-    def _load(self, file: Path, name: str) -> None:
+    def module(self, name: str) -> types.ModuleType:
+        """A loaded module by its vLLM name (``vllm.v1.core.kv_cache_utils``)."""
+        return self.modules[name]
+
+    def _load(self, file: Path, name: str, patches: Sequence[Patch] = ()) -> None:
+        release = f"vLLM {self.release.version}"
         if not file.is_file():
-            raise CheckoutError(f"no {file.name} at {file}")
+            raise CheckoutError(f"{release}: no {file.name} at {file}")
+        source = file.read_text(encoding="utf-8")
+        for old, new in patches:
+            if source.count(old) != 1:
+                raise CheckoutError(
+                    f"{release}: the patch of {file} finds {source.count(old)} copies of {old!r}, "
+                    "not one"
+                )
+            source = source.replace(old, new)
         spec = importlib.util.spec_from_file_location(name, file)
         assert spec is not None
         module: types.ModuleType = importlib.util.module_from_spec(spec)
         self.modules[name] = module
+        parent, _, child = name.rpartition(".")
+        # `from vllm import envs` finds the module as its package's attribute.
+        self.modules[parent].__dict__[child] = module
         del self._misses[:]
         try:
             # Compiled here rather than by the module's loader, which would write a
             # __pycache__ into the checkout.
-            code = compile(file.read_text(encoding="utf-8"), str(file), "exec")
+            code = compile(source, str(file), "exec")
             with self.installed():
                 exec(code, module.__dict__)
         except (ImportError, AttributeError) as err:
             if self._misses:
                 miss = self._misses[0]
                 raise CheckoutError(
-                    f"{file} needs {miss.name!r} from {miss.module!r}, which has no stand-in"
+                    f"{release}: {file} needs {miss.name!r} from {miss.module!r}, "
+                    "which has no stand-in"
                 ) from err
-            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
+            raise CheckoutError(
+                f"{release}: importing {file} raised {type(err).__name__}: {err}"
+            ) from err
         except Exception as err:  # an upstream file is untrusted code
-            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
+            raise CheckoutError(
+                f"{release}: importing {file} raised {type(err).__name__}: {err}"
+            ) from err

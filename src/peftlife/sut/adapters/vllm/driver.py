@@ -1,54 +1,50 @@
-"""Drive a loaded vLLM ``Scheduler`` through steps on a tiny configuration.
+"""Drive a loaded vLLM scheduler and its real KV cache manager as vLLM's engine core does.
 
-The driver plays vLLM's engine core and model runner around the real
-scheduler: it builds the configuration objects the scheduler reads (only the
-fields it reads, with connectors, multimodal inputs, speculative decoding,
-prefix caching and statistics off), adds requests (the checkout's own
-``Request`` class, optionally with a LoRA adapter), and each step calls
-``schedule()``, reads the decisions back from the ``SchedulerOutput``, and
-calls ``update_from_output()`` with one sampled token for every request whose
-prompt is complete, as the model runner would.
+The driver plays vLLM's engine core (``vllm/v1/engine/core.py``,
+``EngineCore``) around the real scheduler, with the model runner of
+``runner.py``: it builds the configuration objects the scheduler reads (only
+the fields it reads, with connectors, multimodal inputs, speculative decoding
+and statistics off), the ``KVCacheConfig`` of one full-attention group, and,
+with prefix caching on, the engine core's block hasher (``init_none_hash`` and
+``get_request_block_hasher`` over sha256). The scheduler is vLLM's
+``Scheduler``, or its ``AsyncScheduler`` with async scheduling on, as
+``SchedulerConfig.get_scheduler_cls`` picks. A user's actions are
+``submit`` (the release's own ``Request``, ``SamplingParams`` and
+``LoRARequest``; an adapter or the base model, a prompt, a cache salt, a
+token budget, a priority), ``abort`` and ``draw_eos``; each ``step()`` is one
+call of the engine core's step function: ``EngineCore.step`` (schedule,
+execute, update from the output) or, when more than one batch may be in
+flight, ``EngineCore.step_with_batch_queue``. Each step reads back what the
+scheduler decided, the real pool after ``schedule()`` and after the output,
+and every cache fill and prefix hit in between (``observe.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 import attrs
 
 from peftlife.sut.adapters.vllm.checkout import Checkout
+from peftlife.sut.adapters.vllm.observe import (
+    CacheEvent,
+    Identity,
+    Pool,
+    read_pool,
+    watch_cache,
+)
+from peftlife.sut.adapters.vllm.releases import Additions
+from peftlife.sut.adapters.vllm.runner import EOS, Batch, ModelRunner
+from peftlife.sut.adapters.vllm.standins import Fields, StructuredOutputManager
 
-TOKEN = 7  # every sampled token; no end-of-sequence token is set, so max_tokens ends a request
-
-
-class Fields:
-    """A configuration object holding exactly the given fields.
-
-    A field the scheduler reads that is not here is an ``AttributeError``
-    naming the object and the field, so a newer checkout says what it needs.
-
-    >>> Fields("cache_config", block_size=4).block_size
-    4
-    >>> Fields("cache_config").num_gpu_blocks
-    Traceback (most recent call last):
-    ...
-    AttributeError: cache_config has no field 'num_gpu_blocks' in peftlife's vLLM driver
-    """
-
-    def __init__(self, name: str, **fields: Any) -> None:
-        self.__dict__.update(fields)
-        self.__dict__["_name"] = name
-
-    def __getattr__(self, field: str) -> Any:
-        if field.startswith("__"):
-            raise AttributeError(field)
-        raise AttributeError(f"{self._name} has no field {field!r} in peftlife's vLLM driver")
+HASH = "sha256"  # the prefix-caching hash vLLM's engine core picks by this name
 
 
 @attrs.frozen
 class TinyConfig:
-    """The scheduler's limits: few blocks, few sequences, at most ``max_loras`` adapters."""
+    """The engine's limits and modes: few blocks, few sequences, at most ``max_loras`` adapters."""
 
     block_size: int = 4
     num_blocks: int = 8
@@ -57,60 +53,76 @@ class TinyConfig:
     max_model_len: int = 64
     max_loras: int = 1
     enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
+    policy: Literal["fcfs", "priority"] = "fcfs"
+    async_scheduling: bool = False
+    pipeline_parallel_size: int = 1
 
 
-@attrs.frozen
-class LoRARequest:
-    """The scheduler reads an adapter's id; its name and path are the worker's."""
+def max_concurrent_batches(config: TinyConfig) -> int:
+    """How many batches the engine core keeps in flight: its batch queue's size.
 
-    lora_name: str
-    lora_int_id: int
-    lora_path: str = ""
+    Stands for ``vllm/config/vllm.py``'s ``VllmConfig.max_concurrent_batches``
+    (0.34.0; 0.33.0 with the V2 model runner): pipeline parallelism needs one
+    batch per stage to fill the pipeline, async scheduling one more to overlap.
+    One means no batch queue (``EngineCore.step``).
 
-
-@attrs.frozen
-class SamplingParams:
-    """The fields ``Request`` and ``check_stop`` read."""
-
-    max_tokens: int
-    min_tokens: int = 0
-    eos_token_id: int | None = None
-    stop_token_ids: tuple[int, ...] = ()
-    extra_args: None = None
-    skip_reading_prefix_cache: None = None
-    repetition_detection: None = None
-    num_logprobs: None = None
+    >>> max_concurrent_batches(TinyConfig(async_scheduling=True, pipeline_parallel_size=3))
+    4
+    """
+    pp_size = config.pipeline_parallel_size
+    return pp_size + 1 if config.async_scheduling else pp_size
 
 
 @attrs.frozen
 class Step:
-    """One ``schedule()`` as read back from its ``SchedulerOutput`` and the scheduler's queues."""
+    """One call of the engine core's step function, as read back.
 
+    A step with a batch queue may schedule a batch and take no output, or take
+    the oldest batch's output; ``scheduled`` and ``processed`` say which.
+    """
+
+    scheduled: bool  # schedule() ran
+    processed: bool  # a batch's output was taken (update_from_output)
     tokens: dict[str, int]  # request id -> tokens scheduled this step
     new: tuple[str, ...]  # scheduled for the first time
     resumed: tuple[str, ...]  # scheduled again after a preemption
     preempted: tuple[str, ...]  # preempted by this step
-    finished: tuple[str, ...]  # ended by the previous step's output
+    finished: tuple[str, ...]  # ended by earlier outputs, told to the runner now
     adapters: frozenset[int]  # adapter ids of the requests scheduled this step
     running_adapters: frozenset[int]  # adapter ids of every running request after schedule()
+    lora_requests: frozenset[Identity]  # the adapter set the model runner assembled
     computed: dict[str, int]  # scheduled request id -> num_computed_tokens after schedule()
-    held: dict[str, int]  # request id -> blocks it holds after schedule()
-    running: tuple[str, ...]  # the running queue after the step's output
-    waiting: tuple[str, ...]  # the waiting queue after the step's output
-    free_blocks: int  # after the step's output
-    held_after: int  # blocks held by all requests after the step's output
+    cached_tokens: dict[str, int]  # new request id -> tokens it found in the prefix cache
+    cache_events: tuple[CacheEvent, ...]  # cache fills and prefix hits, in call order
+    pool: Pool  # after schedule()
+    live: frozenset[str]  # requests the scheduler holds after schedule()
+    in_flight: int  # batches launched and not yet taken, after the step
+    taken: tuple[str, ...]  # the requests scheduled in the batch whose output was taken
+    ended: dict[str, str]  # request id -> its finished status, for those the output ended
+    running: tuple[str, ...]  # the running queue after the step
+    waiting: tuple[str, ...]  # the waiting queue after the step
+    pool_after: Pool  # after the step
+    live_after: frozenset[str]  # requests the scheduler holds after the step
 
 
 def _adapters(requests: Iterable[Any]) -> frozenset[int]:
     return frozenset(r.lora_request.lora_int_id for r in requests if r.lora_request is not None)
 
 
-def _vllm_config(config: TinyConfig) -> Fields:
+def _lora_identities(lora_requests: Iterable[Any]) -> frozenset[Identity]:
+    return frozenset(Identity(r.lora_name, r.lora_int_id, r.lora_path, None) for r in lora_requests)
+
+
+def _vllm_config(config: TinyConfig, release: Additions) -> Fields:
     off = None
+    batches = max_concurrent_batches(config)
     return Fields(
         "vllm_config",
+        **release.fields_of("vllm_config"),
         scheduler_config=Fields(
             "scheduler_config",
+            **release.fields_of("scheduler_config"),
             max_num_seqs=config.max_num_seqs,
             max_num_active_seqs=None,
             max_num_scheduled_tokens=None,
@@ -118,17 +130,18 @@ def _vllm_config(config: TinyConfig) -> Fields:
             long_prefill_token_threshold=0,
             long_prefill_token_threshold_adaptive=False,
             enable_chunked_prefill=config.enable_chunked_prefill,
-            policy="fcfs",
+            policy=config.policy,
             prefill_schedule_interval=1,
             scheduler_reserve_full_isl=False,
             watermark=0.0,
-            async_scheduling=False,
+            async_scheduling=config.async_scheduling,
             disable_chunked_mm_input=False,
         ),
         cache_config=Fields(
             "cache_config",
             num_gpu_blocks=config.num_blocks,
-            enable_prefix_caching=False,
+            enable_prefix_caching=config.enable_prefix_caching,
+            prefix_caching_hash_algo=HASH,
             enable_mamba_shared_prefix_checkpoint=False,
             mamba_cache_mode="none",
         ),
@@ -147,7 +160,7 @@ def _vllm_config(config: TinyConfig) -> Fields:
             "parallel_config",
             data_parallel_index=0,
             data_parallel_size=1,
-            pipeline_parallel_size=1,
+            pipeline_parallel_size=config.pipeline_parallel_size,
             decode_context_parallel_size=1,
             prefill_context_parallel_size=1,
         ),
@@ -169,104 +182,244 @@ def _vllm_config(config: TinyConfig) -> Fields:
         num_lookahead_tokens=0,
         num_prefill_lookahead_tokens=0,
         num_hash_lookahead_tokens=0,
-        max_in_flight_tokens=None,
-        max_concurrent_batches=1,
-        use_v2_model_runner=False,
+        max_in_flight_tokens=batches * config.max_num_batched_tokens,
+        max_concurrent_batches=batches,
+        # The runner peftlife stands for (runner.py): vLLM's default on both releases.
+        use_v2_model_runner=True,
     )
 
 
-def _kv_cache_config(config: TinyConfig) -> Fields:
-    return Fields(
-        "kv_cache_config",
+def _kv_cache_config(checkout: Checkout, config: TinyConfig) -> Any:
+    """One full-attention group of one layer, built from the release's own classes."""
+    spec = checkout.module("vllm.v1.kv_cache_interface")
+    torch = checkout.module("torch")
+    attention = spec.FullAttentionSpec(
+        block_size=config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float16
+    )
+    return spec.KVCacheConfig(
         num_blocks=config.num_blocks,
-        kv_cache_groups=[],
-        hisparse_host_num_blocks=None,
-        has_mamba_layers=False,
-        needs_kv_cache_zeroing=False,
+        kv_cache_tensors=[],
+        kv_cache_groups=[spec.KVCacheGroupSpec(["layer0"], attention)],
     )
 
 
 class Driver:
-    """A checkout's ``Scheduler`` on ``config``, stepped as vLLM's engine core steps it."""
+    """A checkout's scheduler on ``config``, stepped as vLLM's engine core steps it."""
 
     def __init__(self, checkout: Checkout, config: TinyConfig) -> None:
         self.checkout = checkout
         self.config = config
-        self.model_runner_output = checkout.modules["vllm.v1.outputs"]
-        from peftlife.sut.adapters.vllm.standins import StructuredOutputManager
-
+        scheduler_class = (
+            checkout.async_scheduler_class if config.async_scheduling else checkout.scheduler_class
+        )
         with checkout.installed():
-            self.scheduler = checkout.scheduler_class(
-                vllm_config=_vllm_config(config),
-                kv_cache_config=_kv_cache_config(config),
+            self.scheduler = scheduler_class(
+                vllm_config=_vllm_config(config, checkout.release),
+                kv_cache_config=_kv_cache_config(checkout, config),
                 structured_output_manager=StructuredOutputManager(),
                 block_size=config.block_size,
             )
+            self.block_hasher = self._block_hasher() if config.enable_prefix_caching else None
+        self.runner = ModelRunner(checkout, max_num_reqs=config.max_num_seqs)
+        # EngineCore.__init__: a batch queue only when more than one batch may be in
+        # flight; new batches go in on the left, the oldest is taken from the right.
+        self.batch_queue_size = max_concurrent_batches(config)
+        self.batch_queue: deque[Batch] | None = (
+            deque(maxlen=self.batch_queue_size) if self.batch_queue_size > 1 else None
+        )
+        self.cache_events: list[CacheEvent] = []
+        watch_cache(self.scheduler.kv_cache_manager, self.cache_events)
+        # Preempted and not yet scheduled again: how a resumed request is told from a
+        # new one (the V2 model runner's output sends both among the new requests).
+        self.preempted: set[str] = set()
 
-    def add(self, request_id: str, prompt_len: int, max_tokens: int, adapter: int = 0) -> None:
-        """A request of ``prompt_len`` tokens; ``adapter`` > 0 is its LoRA adapter's id."""
-        lora = LoRARequest(f"adapter-{adapter}", adapter) if adapter else None
+    def _block_hasher(self) -> Any:
+        """As ``EngineCore.__init__`` builds it when prefix caching is on."""
+        utils = self.checkout.module("vllm.v1.core.kv_cache_utils")
+        hash_fn = self.checkout.module("vllm.utils.hashing").get_hash_fn_by_name(HASH)
+        utils.init_none_hash(hash_fn)
+        return utils.get_request_block_hasher(self.scheduler.hash_block_size, hash_fn)
+
+    @property
+    def pool(self) -> Pool:
         with self.checkout.installed():
+            return read_pool(self.scheduler.kv_cache_manager)
+
+    @property
+    def busy(self) -> bool:
+        """What keeps the engine core's busy loop stepping: requests, or batches in flight."""
+        with self.checkout.installed():
+            return bool(self.scheduler.has_requests() or self.batch_queue)
+
+    def lora_request(self, adapter: int, name: str | None = None, path: str | None = None) -> Any:
+        """The release's ``LoRARequest`` for adapter id ``adapter`` (name and path by default)."""
+        with self.checkout.installed():
+            return self.checkout.lora_request_class(
+                lora_name=name or f"adapter-{adapter}",
+                lora_int_id=adapter,
+                lora_path=path or f"/adapters/{name or adapter}",
+            )
+
+    def submit(
+        self,
+        request_id: str,
+        prompt: Sequence[int],
+        max_tokens: int,
+        adapter: int = 0,
+        *,
+        adapter_name: str | None = None,
+        adapter_path: str | None = None,
+        cache_salt: str | None = None,
+        priority: int = 0,
+    ) -> None:
+        """A request of ``prompt`` for ``max_tokens`` tokens; ``adapter`` > 0 is its LoRA id.
+
+        Its ``SamplingParams`` is made as ``InputProcessor.process_inputs``
+        (``vllm/v1/engine/input_processor.py``) makes it: the user's
+        ``max_tokens``, then ``update_from_generation_config`` with the model's
+        end-of-sequence token. Two prompts that start alike share a prefix.
+        """
+        lora = self.lora_request(adapter, adapter_name, adapter_path) if adapter else None
+        with self.checkout.installed():
+            sampling = self.checkout.sampling_params_class(max_tokens=max_tokens)
+            sampling.update_from_generation_config({}, EOS)
             request = self.checkout.request_class(
                 request_id=request_id,
-                prompt_token_ids=list(range(1, prompt_len + 1)),
-                sampling_params=SamplingParams(max_tokens=max_tokens),
+                prompt_token_ids=list(prompt),
+                sampling_params=sampling,
                 pooling_params=None,
                 lora_request=lora,
+                cache_salt=cache_salt,
+                priority=priority,
                 arrival_time=0.0,
+                block_hasher=self.block_hasher,
             )
             self.scheduler.add_request(request)
 
-    def step(self) -> Step:
-        """One ``schedule()`` and its model output; the decisions read back."""
+    def abort(self, request_id: str) -> None:
+        """The client went away: ``EngineCore.abort_requests``, between two steps.
+
+        As ``EngineCoreProc._handle_client_request`` does for an ABORT taken
+        from its input queue between two calls of the step function (an abort
+        taken from the aborts queue during a step is not modelled).
+        """
         with self.checkout.installed():
-            output = self.scheduler.schedule()
-            cached = output.scheduled_cached_reqs
-            requests = self.scheduler.requests
-            pool = self.scheduler.kv_cache_manager
-            step = Step(
-                tokens=dict(output.num_scheduled_tokens),
-                new=tuple(r.req_id for r in output.scheduled_new_reqs),
-                resumed=tuple(r for r in cached.req_ids if r in cached.resumed_req_ids),
-                preempted=tuple(sorted(output.preempted_req_ids)),
-                finished=tuple(sorted(output.finished_req_ids)),
-                adapters=_adapters(requests[r] for r in output.num_scheduled_tokens),
-                running_adapters=_adapters(self.scheduler.running),
-                computed={r: requests[r].num_computed_tokens for r in output.num_scheduled_tokens},
-                held={r: len(blocks) for r, blocks in pool.held.items() if blocks},
-                running=(),
-                waiting=(),
-                free_blocks=0,
-                held_after=0,
-            )
-            self.scheduler.update_from_output(output, self._model_output(output))
+            status = self.checkout.request_status.FINISHED_ABORTED
+            self.scheduler.finish_requests([request_id], status)
+
+    def draw_eos(self, request_id: str) -> None:
+        """The model draws end of sequence as the next token of ``request_id`` the engine takes.
+
+        That is its token in the oldest batch in flight that samples for it, or,
+        with none in flight, in the next batch that does.
+        """
+        for batch in reversed(self.batch_queue or ()):
+            if batch.sampled.get(request_id):
+                batch.sampled[request_id] = [EOS]
+                return
+        self.runner.eos_next.add(request_id)
+
+    def step(self) -> Step:
+        """One ``EngineCore.step``, or one ``EngineCore.step_with_batch_queue`` with a queue."""
+        with self.checkout.installed():
+            start = read_pool(self.scheduler.kv_cache_manager)
+            live = frozenset(self.scheduler.requests)
+            del self.cache_events[:]
+            if self.batch_queue is None:
+                launched = self._schedule()
+                taken = launched
+            else:
+                launched, taken = self._step_with_batch_queue()
+            scheduled = self._read_schedule(launched, start, live)
+            ended = self._take(taken) if taken is not None else {}
             return attrs.evolve(
-                step,
+                scheduled,
+                cache_events=tuple(self.cache_events),
+                in_flight=len(self.batch_queue or ()),
+                ended=ended,
                 running=tuple(r.request_id for r in self.scheduler.running),
                 waiting=tuple(r.request_id for r in self.scheduler.waiting),
-                free_blocks=len(pool.free_ids),
-                held_after=sum(len(blocks) for blocks in pool.held.values()),
+                pool_after=read_pool(self.scheduler.kv_cache_manager),
+                live_after=frozenset(self.scheduler.requests),
+                processed=taken is not None,
+                taken=tuple(taken.output.num_scheduled_tokens) if taken is not None else (),
             )
 
-    def _model_output(self, output: Any) -> Fields:
-        """What the model runner returns: a token for each request past its prompt."""
-        ids = list(output.num_scheduled_tokens)
+    def _schedule(self) -> Batch | None:
+        """``schedule()`` and the launch of its batch, if the scheduler has requests."""
+        if not self.scheduler.has_requests():
+            return None
+        output = self.scheduler.schedule()
+        return self.runner.launch(output, self.scheduler.requests)
+
+    def _step_with_batch_queue(self) -> tuple[Batch | None, Batch | None]:
+        """``EngineCore.step_with_batch_queue`` (both releases): the batch launched, the one taken.
+
+        A batch is scheduled whenever the scheduler has requests; the engine
+        returns without waiting while the queue has room and the batch ran
+        tokens or requests remain; otherwise it waits on the oldest batch and
+        updates the scheduler from its output. Its deferred sampling, for
+        batches that wait on structured-output tokens, never arises: no
+        request here has a grammar.
+        """
+        queue = self.batch_queue
+        assert queue is not None and len(queue) < self.batch_queue_size
+        launched = self._schedule()
+        if launched is not None:
+            queue.appendleft(launched)
+            model_executed = launched.output.total_num_scheduled_tokens > 0
+            if len(queue) < self.batch_queue_size and (
+                model_executed or self.scheduler.has_requests()
+            ):
+                return launched, None
+        elif not queue:
+            return None, None
+        return launched, queue.pop()
+
+    def _take(self, batch: Batch) -> dict[str, str]:
+        """``update_from_output`` with the batch's model output; the requests it ended."""
+        requests = dict(self.scheduler.requests)
+        self.scheduler.update_from_output(batch.output, self.runner.model_output(batch))
+        return {
+            r: request.status.name
+            for r, request in requests.items()
+            if r not in self.scheduler.requests
+        }
+
+    def _read_schedule(self, batch: Batch | None, start: Pool, live: frozenset[str]) -> Step:
+        """The step's schedule as read back; with none, empty and the pool as at the start."""
         requests = self.scheduler.requests
-        sampled = [
-            [TOKEN] if requests[r].num_computed_tokens >= requests[r].num_tokens else []
-            for r in ids
-        ]
-        return Fields(
-            "model_runner_output",
-            req_id_to_index={r: i for i, r in enumerate(ids)},
-            sampled_token_ids=sampled,
-            logprobs=None,
-            prompt_logprobs_dict={},
-            prompt_token_id_logprobs_dict={},
-            pooler_output=None,
-            num_nans_in_logits=None,
-            kv_connector_output=None,
-            ec_connector_output=None,
-            cudagraph_stats=None,
-            aux_output_connector_output=None,
+        output = batch.output if batch is not None else None
+        new_ids = [r.req_id for r in output.scheduled_new_reqs] if output else []
+        sent = [*new_ids, *output.scheduled_cached_reqs.req_ids] if output else []
+        scheduled = list(output.num_scheduled_tokens) if output else []
+        step = Step(
+            scheduled=output is not None,
+            processed=False,
+            tokens=dict(output.num_scheduled_tokens) if output else {},
+            new=tuple(r for r in new_ids if r not in self.preempted),
+            resumed=tuple(r for r in sent if r in self.preempted),
+            preempted=tuple(sorted(output.preempted_req_ids or ())) if output else (),
+            finished=tuple(sorted(output.finished_req_ids)) if output else (),
+            adapters=_adapters(requests[r] for r in scheduled),
+            running_adapters=_adapters(self.scheduler.running),
+            lora_requests=_lora_identities(batch.lora_requests) if batch else frozenset(),
+            computed={r: requests[r].num_computed_tokens for r in scheduled},
+            # A new request's computed tokens as scheduled: its prefix-cache hit.
+            cached_tokens={r.req_id: r.num_computed_tokens for r in output.scheduled_new_reqs}
+            if output
+            else {},
+            cache_events=(),
+            pool=read_pool(self.scheduler.kv_cache_manager) if output else start,
+            live=frozenset(requests) if output else live,
+            in_flight=0,
+            taken=(),
+            ended={},
+            running=(),
+            waiting=(),
+            pool_after=start,
+            live_after=live,
         )
+        self.preempted.difference_update(step.resumed)
+        self.preempted.update(step.preempted)
+        return step

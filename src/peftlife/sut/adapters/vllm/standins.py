@@ -1,19 +1,15 @@
-"""Stand-ins for every ``vllm`` module the scheduler files import.
+"""Stand-ins for the ``vllm`` modules vLLM's scheduler and KV cache chain import.
 
-vLLM's v1 scheduler (``vllm/v1/core/sched/scheduler.py``) and the files the
-spike loads with it (``interface.py``, ``request_queue.py``, ``output.py``,
-``sched/utils.py`` and ``vllm/v1/request.py``) import configuration, the
-connectors, metrics, multimodal helpers, the engine's message types and the
-KV cache manager. Most of those pull in torch, CUDA or msgspec; the
-scheduler needs only a few names from each, and with connectors, multimodal
-inputs, speculative decoding and statistics switched off in the tiny
-configuration, most of those names are touched only in annotations or
-``isinstance`` checks. ``build()`` makes fresh module objects holding exactly
-those names; a name they lack is recorded as a miss (as for TensorRT-LLM).
-
-The KV cache manager is not stood in by vLLM's own (its block pool reaches
-torch through ``kv_cache_interface``): it is served by ``blocks.py``, peftlife's
-model of it.
+The files peftlife loads unmodified (``checkout.py`` lists them) import
+configuration, the connectors, metrics, multimodal helpers, the engine's
+message types, the KV event publisher and torch. Those pull in torch, CUDA,
+zmq or a GPU platform; the loaded files need only a few names from each, and
+with connectors, multimodal inputs, speculative decoding, KV events and
+statistics switched off in the tiny configuration, most of those names are
+touched only in annotations or ``isinstance`` checks. ``build()`` makes fresh
+module objects holding exactly those names; a name they lack is recorded as a
+miss (as for TensorRT-LLM). Each stand-in below says which vLLM module it
+stands for; names a release range adds are declared in ``releases.py``.
 """
 
 from __future__ import annotations
@@ -26,10 +22,36 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
+
 from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn, StandInModule
 
 ROOT = "vllm"
 SCHED_PACKAGE = "vllm.v1.core.sched"
+
+
+class Fields:
+    """A configuration object holding exactly the given fields.
+
+    A field the scheduler reads that is not here is an ``AttributeError``
+    naming the object and the field, so a newer checkout says what it needs.
+
+    >>> Fields("cache_config", block_size=4).block_size
+    4
+    >>> Fields("cache_config").num_gpu_blocks
+    Traceback (most recent call last):
+    ...
+    AttributeError: cache_config has no field 'num_gpu_blocks' in peftlife's vLLM driver
+    """
+
+    def __init__(self, name: str, **fields: Any) -> None:
+        self.__dict__.update(fields)
+        self.__dict__["_name"] = name
+
+    def __getattr__(self, field: str) -> Any:
+        if field.startswith("__"):
+            raise AttributeError(field)
+        raise AttributeError(f"{self._name} has no field {field!r} in peftlife's vLLM driver")
 
 
 class _SilentLogger:
@@ -52,10 +74,6 @@ class _Opaque:
 
 def _opaque(name: str) -> type:
     return type(name, (_Opaque,), {})
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(a // -b)
 
 
 class FinishReason(enum.IntEnum):
@@ -183,6 +201,57 @@ def strip_covered_mm_data(mm_features: list[Any], *args: object, **kwargs: objec
     return mm_features
 
 
+def tensor_data(tensor: object) -> bytes:
+    """``vllm.v1.utils.tensor_data``: hashes prompt embeddings, which no request here has."""
+    raise NotImplementedError("peftlife's vLLM requests have no prompt embeddings")
+
+
+@attrs.frozen
+class DType:
+    """A ``torch.dtype``: the KV specs carry one, ``get_dtype_size`` reads its size."""
+
+    name: str
+    itemsize: int
+
+
+def get_dtype_size(dtype: DType) -> int:
+    """``vllm.utils.torch_utils.get_dtype_size``, over the stood-in dtypes."""
+    return dtype.itemsize
+
+
+class MambaAttentionBackendEnum(enum.Enum):
+    """``vllm.v1.attention.backends.registry``'s enum: a default of ``MambaSpec`` only."""
+
+    MAMBA1 = "mamba1"
+    MAMBA2 = "mamba2"
+
+
+class Platform:
+    """``vllm.platforms.current_platform``: a platform without custom KV cache specs, not XPU."""
+
+    @staticmethod
+    def register_custom_kv_cache_specs(vllm_config: object) -> None:
+        pass
+
+    @staticmethod
+    def is_xpu() -> bool:
+        return False
+
+
+class PydanticMsgspecMixin:
+    """``vllm.v1.serial_utils.PydanticMsgspecMixin``, the base ``SamplingParams`` takes.
+
+    Upstream's adds only the pydantic schema hooks the OpenAI server's request
+    models use; its module imports torch, zmq and cloudpickle at its top,
+    which is all that keeps ``sampling_params.py`` from loading on a CPU.
+    """
+
+
+def make_ndarray_with_pad(*args: object, **kwargs: object) -> object:
+    """``vllm.utils.torch_utils.make_ndarray_with_pad``: only prompt-logprob ids need it."""
+    raise NotImplementedError("peftlife's vLLM requests ask for no prompt logprobs")
+
+
 def record_function_or_nullcontext(name: str) -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext()
 
@@ -203,27 +272,39 @@ PACKAGES = (
     "vllm.distributed.kv_transfer",
     "vllm.distributed.kv_transfer.kv_connector",
     "vllm.distributed.kv_transfer.kv_connector.v1",
+    "vllm.lora",
     "vllm.multimodal",
     "vllm.utils",
     "vllm.v1",
+    "vllm.v1.attention",
+    "vllm.v1.attention.backends",
     "vllm.v1.core",
+    "vllm.v1.hisparse",
     "vllm.v1.core.sched",
     "vllm.v1.engine",
     "vllm.v1.metrics",
     "vllm.v1.spec_decode",
     "vllm.v1.spec_decode.dynamic",
     "vllm.v1.structured_output",
+    "vllm.v1.worker",
+    "vllm.v1.worker.gpu",
 )
 
 
-def _names(kv_manager: Mapping[str, object]) -> dict[str, dict[str, object]]:
+def _names() -> dict[str, dict[str, object]]:
     """Each stood-in module's names. Only those the loaded files import are here."""
     opaque = _opaque
     return {
         "vllm.compilation.cuda_graph": {"CUDAGraphStat": opaque("CUDAGraphStat")},
         "vllm.config": {
             "KVEventsConfig": opaque("KVEventsConfig"),
+            # sampling_params.py's validation against the model, which the driver skips.
+            "ModelConfig": opaque("ModelConfig"),
+            "SpeculativeConfig": opaque("SpeculativeConfig"),
+            "StructuredOutputsConfig": opaque("StructuredOutputsConfig"),
             "VllmConfig": opaque("VllmConfig"),
+            # No current config: the KV spec registry registers vLLM's own specs only.
+            "get_current_vllm_config_or_none": lambda: None,
         },
         "vllm.config.ec_manager_config": {
             "EncoderCacheManagerMetadata": opaque("EncoderCacheManagerMetadata")
@@ -242,9 +323,17 @@ def _names(kv_manager: Mapping[str, object]) -> dict[str, dict[str, object]]:
         "vllm.distributed.ec_transfer.ec_connector.metrics": {
             "ECConnectorStats": opaque("ECConnectorStats")
         },
+        # The event records (msgspec structs over zmq upstream) are built only
+        # with KV cache events on, which the tiny configuration leaves off.
         "vllm.distributed.kv_events": {
             "EventPublisherFactory": EventPublisherFactory,
             "KVEventBatch": _Record,
+            "KVCacheEvent": _Record,
+            "BlockStored": type("BlockStored", (_Record,), {}),
+            "BlockRemoved": type("BlockRemoved", (_Record,), {}),
+            "AllBlocksCleared": type("AllBlocksCleared", (_Record,), {}),
+            "MEDIUM_GPU": "GPU",
+            "MEDIUM_CPU": "CPU",
         },
         "vllm.distributed.kv_transfer.kv_connector.factory": {
             "KVConnectorFactory": opaque("KVConnectorFactory")
@@ -276,25 +365,25 @@ def _names(kv_manager: Mapping[str, object]) -> dict[str, dict[str, object]]:
         },
         "vllm.outputs": {"RequestError": opaque("RequestError")},
         "vllm.pooling_params": {"PoolingParams": opaque("PoolingParams")},
-        "vllm.sampling_params": {
-            "SamplingParams": opaque("SamplingParams"),
-            "RepetitionDetectionParams": opaque("RepetitionDetectionParams"),
-        },
+        "vllm.tokenizers": {"TokenizerLike": opaque("TokenizerLike")},
+        # Only the CUDA-graph capture cases of lora_utils.py read it (lora/utils.py
+        # imports torch, transformers and huggingface_hub).
+        "vllm.lora.utils": {"get_captured_lora_counts": lambda *a, **k: []},
         "vllm.utils": {
             "length_from_prompt_token_ids_or_embeds": length_from_prompt_token_ids_or_embeds
         },
-        "vllm.utils.math_utils": {"cdiv": cdiv},
+        "vllm.platforms": {"current_platform": Platform()},
+        "vllm.utils.mistral": {"is_mistral_tokenizer": lambda tokenizer: False},
+        "vllm.utils.torch_utils": {
+            "get_dtype_size": get_dtype_size,
+            "make_ndarray_with_pad": make_ndarray_with_pad,
+        },
+        "vllm.v1.attention.backends.registry": {
+            "MambaAttentionBackendEnum": MambaAttentionBackendEnum
+        },
         "vllm.v1.core.encoder_cache_manager": {
             "EncoderCacheManager": EncoderCacheManager,
             "EncoderDecoderCacheManager": EncoderCacheManager,
-        },
-        "vllm.v1.core.kv_cache_manager": dict(kv_manager),
-        "vllm.v1.core.kv_cache_metrics": {
-            "KVCacheMetricsCollector": opaque("KVCacheMetricsCollector")
-        },
-        "vllm.v1.core.kv_cache_utils": {
-            "KVCacheBlock": kv_manager["KVCacheBlock"],
-            "KVCacheBlockCopy": opaque("KVCacheBlockCopy"),
         },
         "vllm.v1.engine": {
             "EngineCoreEvent": EngineCoreEvent,
@@ -303,12 +392,6 @@ def _names(kv_manager: Mapping[str, object]) -> dict[str, dict[str, object]]:
             "EngineCoreOutputs": _Record,
             "EngineCoreRequest": opaque("EngineCoreRequest"),
             "FinishReason": FinishReason,
-        },
-        "vllm.v1.kv_cache_interface": {
-            "KVCacheConfig": opaque("KVCacheConfig"),
-            "MambaSpec": opaque("MambaSpec"),
-            "get_mamba_prefill_checkpoint_position": lambda *a, **k: None,
-            "is_mamba_prefill_checkpoint_valid": lambda *a, **k: False,
         },
         "vllm.v1.kv_hints": {"KvHintsEnvelope": opaque("KvHintsEnvelope")},
         "vllm.v1.metrics.perf": {
@@ -320,6 +403,7 @@ def _names(kv_manager: Mapping[str, object]) -> dict[str, dict[str, object]]:
             "KV_FETCH_IN_PROGRESS": "in_progress",
             "KV_FETCH_STAGES": ("waiting_to_start", "in_progress", "completed_waiting"),
             "KV_FETCH_WAITING_TO_START": "waiting_to_start",
+            "KVCacheEvictionEvent": opaque("KVCacheEvictionEvent"),
             "PrefixCacheStats": opaque("PrefixCacheStats"),
             "PrefillStats": PrefillStats,
             "RequestSpecDecodeMetrics": opaque("RequestSpecDecodeMetrics"),
@@ -330,6 +414,7 @@ def _names(kv_manager: Mapping[str, object]) -> dict[str, dict[str, object]]:
             "KVConnectorOutput": opaque("KVConnectorOutput"),
             "ModelRunnerOutput": opaque("ModelRunnerOutput"),
         },
+        "vllm.v1.serial_utils": {"PydanticMsgspecMixin": PydanticMsgspecMixin},
         "vllm.v1.spec_decode.dynamic.utils": {
             "build_dynamic_sd_schedule_lookup": lambda *a, **k: None
         },
@@ -340,26 +425,40 @@ def _names(kv_manager: Mapping[str, object]) -> dict[str, dict[str, object]]:
         "vllm.v1.utils": {
             "ConstantList": ConstantList,
             "record_function_or_nullcontext": record_function_or_nullcontext,
+            "tensor_data": tensor_data,
         },
     }
 
 
-def build(
-    kv_manager: Mapping[str, object], misses: list[MissingStandIn]
-) -> dict[str, types.ModuleType]:
-    """Fresh stand-in modules by name; ``kv_manager`` serves ``vllm.v1.core.kv_cache_manager``.
+TORCH = {
+    "Tensor": _opaque("Tensor"),  # annotations only
+    "dtype": DType,
+    "float16": DType("float16", 2),
+    "bfloat16": DType("bfloat16", 2),
+    "float32": DType("float32", 4),
+    "uint8": DType("uint8", 1),
+    "int8": DType("int8", 1),
+}
 
-    >>> mods = build({"KVCacheBlock": object}, [])
-    >>> mods["vllm.utils.math_utils"].cdiv(5, 2)
-    3
+
+def build(
+    extra: Mapping[str, Mapping[str, object]], misses: list[MissingStandIn]
+) -> dict[str, types.ModuleType]:
+    """Fresh stand-in modules by name, with a release range's ``extra`` names added.
+
+    >>> mods = build({}, [])
+    >>> mods["vllm.utils.torch_utils"].get_dtype_size(mods["torch"].float16)
+    2
     """
+    names = _names()
+    names["torch"] = dict(TORCH)
+    for module, added in extra.items():
+        names[module] = {**names.get(module, {}), **added}
     modules: dict[str, types.ModuleType] = {
-        name: StandInModule(name, names, misses) for name, names in _names(kv_manager).items()
+        name: StandInModule(name, held, misses) for name, held in names.items()
     }
     for name in PACKAGES:
         modules[name] = _package(modules.get(name) or StandInModule(name, {}, misses))
-    # The torch names request.py touches at import: an annotation, nothing more.
-    modules["torch"] = StandInModule("torch", {"Tensor": _opaque("Tensor")}, misses)
     return modules
 
 
