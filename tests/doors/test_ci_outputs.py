@@ -29,7 +29,9 @@ from peftlife.doors.cli import check, mutants
 from peftlife.doors.outputs import junit, records, step_summary, unchecked
 from peftlife.doors.outputs import summary_json as json_of
 from peftlife.doors.outputs.progress import Display, progress
+from peftlife.reports import load_json, replay
 from peftlife.search import events, gate, scenarios
+from peftlife.search.defect import signature
 from peftlife.search.machine import COVERAGE_LABELS
 from peftlife.search.scenarios import shipped_names
 from peftlife.sut.mutants import BY_NAME, CATALOGUE
@@ -362,6 +364,37 @@ def test_an_excluded_invariant_is_searched_past() -> None:
     # The report tells the same: its replay ignores the excluded invariant too.
     report = json.loads(Path(finding["report"]).read_text("utf-8"))
     assert first not in {v["invariant"] for v in report["violations"]}
+
+
+def test_keep_going_reports_each_distinct_defect_once_up_to_max_failures(tmp_path: Path) -> None:
+    argv = ["check", "--sut", "mutant:draft_not_suspended", "--scenario", "chunked-prefill"]
+    argv += ["--profile", "ci", "-q"]
+    assert cli.main(argv) == cli.EXIT_FOUND
+    (alone,) = summary_json()["findings"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main([*argv, "--max-failures", "3", "--junit-xml", "j.xml"])
+    assert code == cli.EXIT_FOUND
+    data = summary_json()
+    findings = data["findings"]
+    # The first is the one a check that stops at it finds; the search went on past it.
+    assert len(findings) == 3 and findings[0] == alone
+    assert [r["examples"] for r in data["runs"]] == sorted({r["examples"] for r in data["runs"]})
+    # Each defect once: no two reports' cases break the invariant by the same calls.
+    cases = [load_json(Path(f["report"])) for f in findings]
+    named = {signature(replay(case)) for case in cases}
+    assert len(named) == 3
+    assert out.getvalue().count("counterexample found after") == 3
+    assert data["rerun"].endswith("--max-failures 3")
+    junit_cases = list(ET.parse(tmp_path / "j.xml").getroot().iter("testcase"))
+    stories = set()
+    for case, finding in zip(junit_cases, findings, strict=True):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props["peftlife_trace"] == finding["trace"]
+        story = case.findtext("failure") or ""
+        assert story.startswith(f"peftlife counterexample: {finding['invariant']}")
+        stories.add(story)
+    assert len(stories) == 3  # each case its own finding's story
 
 
 def test_an_unknown_invariant_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

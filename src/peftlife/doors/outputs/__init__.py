@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -182,9 +183,10 @@ class _Junit(_Writer):
 # ---- each command's outputs, from its one record ----
 
 
-def for_check(summary: RunSummary, story: str, details: str) -> CiOutputs:
-    """A check's outputs: its summary, its finding's Markdown report (``details``) and story."""
-    cases = junit.run_cases(summary, story)
+def for_check(summary: RunSummary, stories: Sequence[str], details: str) -> CiOutputs:
+    """A check's outputs: its summary, its findings' Markdown reports (``details``) and
+    stories (one per run, in the runs' order: a SUT that held has none)."""
+    cases = junit.run_cases(summary, stories)
     return CiOutputs(summary.command, step_summary.run(summary, details), cases, summary)
 
 

@@ -111,11 +111,12 @@ def finding_properties(finding: Finding) -> Properties:
     return tuple(said)
 
 
-def run_cases(summary: RunSummary, story: str) -> tuple[JunitCase, ...]:
-    """A case per scenario run, failed by a counterexample outside the baseline."""
+def run_cases(summary: RunSummary, stories: Sequence[str]) -> tuple[JunitCase, ...]:
+    """A case per scenario run, failed by a counterexample outside the baseline and
+    telling that finding's story (``stories``: one per run, in the runs' order)."""
     seed = replay_properties(summary.replay)
     cases = []
-    for run in summary.runs:
+    for run, story in zip(summary.runs, stories, strict=True):
         finding = run.finding
         if finding is None:
             cases.append(JunitCase(run.scenario, run.sut, run.seconds, properties=seed))
