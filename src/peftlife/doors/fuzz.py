@@ -369,7 +369,7 @@ class Group:
 
 
 class Campaign:
-    """The parent of the workers: starts them, listens, writes every finding's reports."""
+    """The parent of the workers: starts them, listens, writes each defect's report."""
 
     def __init__(self, plan: Plan, console: Console, quiet: bool = False) -> None:
         self.plan = plan
