@@ -324,7 +324,9 @@ class Seen:
     seed: int
 
     def describe(self) -> str:
-        """>>> Seen(12.3, 480, 1, "kv-pressure", 7).describe()
+        """Where and when, in a few words.
+
+        >>> Seen(12.3, 480, 1, "kv-pressure", 7).describe()
         '12 s, kv-pressure, worker 1'
         """
         return f"{self.seconds:.0f} s, {self.scenario}, worker {self.worker}"
