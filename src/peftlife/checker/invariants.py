@@ -279,12 +279,25 @@ def _registration_problem(
 def no_duplicate_registration(s: Snapshot) -> Iterator[Violation]:
     if s.step is None:
         return
+    # Only the requests the scheduler registers are followed: a pass over 3,000
+    # requests that registers none would otherwise make a track for each.
+    registering = {
+        call.request_id
+        for call in s.step.calls
+        if call.caller == "scheduler"
+        and call.component == "peft"
+        and call.method == "add_request_peft"
+        and call.args.task_id is not None
+        and call.request_id is not None
+    }
+    if not registering:
+        return
     pending = set(s.step.recompute_pending_before)
     tracks: dict[int, _KvTrack] = {}
     registered: set[int] = set()
     for call in s.step.calls:
         rid = call.request_id
-        if call.caller != "scheduler" or rid is None:
+        if call.caller != "scheduler" or rid is None or rid not in registering:
             continue
         if call.frees_started_request:
             pending.add(rid)
