@@ -20,6 +20,7 @@ so that no file can make a run hang or eat memory.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -519,6 +520,15 @@ def opt_in_names() -> list[str]:
     )
 
 
+@functools.cache
+def _shipped(name: str) -> Scenario:
+    """A shipped scenario, parsed once a process: its file is the package's and does not
+    change, and the gate and ``--scenario all`` ask for each many times (88 parses for
+    the gate's nine runs before)."""
+    entry = _shipped_dir().joinpath(*f"{name}.toml".split("/"))
+    return parse(entry.read_text(encoding="utf-8"), name, f"{name}.toml")
+
+
 def load(name_or_path: str) -> Scenario:
     """A shipped scenario by name (an opt-in one as ``opt-in/NAME``), or a profile file
     by path.
@@ -527,8 +537,7 @@ def load(name_or_path: str) -> Scenario:
     'default'
     """
     if name_or_path in shipped_names() or name_or_path in opt_in_names():
-        entry = _shipped_dir().joinpath(*f"{name_or_path}.toml".split("/"))
-        return parse(entry.read_text(encoding="utf-8"), name_or_path, f"{name_or_path}.toml")
+        return _shipped(name_or_path)
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         if path.is_dir():
