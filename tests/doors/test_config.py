@@ -116,6 +116,25 @@ def test_the_command_line_overrides_the_table(tmp_path: Path, run_main: Main) ->
     assert "held: " in out and "of reference in scenario kv-pressure" in out
 
 
+def test_help_shows_the_tables_value_as_the_default_in_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``peftlife check --help`` under a table says what a bare ``check`` will use,
+    not peftlife's own defaults (reference, default, peftlife-dev)."""
+    table = 'sut = "mypkg.sched:ForgetsRelease"\nscenario = ["kv-pressure", "overlap-loop"]\n'
+    _project(tmp_path, table + 'profile = "ci"\nshrink_timeout = 0\n')
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        cli.main(["check", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "(default: mypkg.sched:ForgetsRelease, from [tool.peftlife])" in said
+    assert "(default: kv-pressure, overlap-loop, from [tool.peftlife])" in said
+    assert "(default: ci, from [tool.peftlife])" in said
+    assert "(default: 0, from [tool.peftlife]; 0 for no cap)" in said
+    assert "(default: reference)" not in said and "(default: default)" not in said
+
+
 @pytest.mark.parametrize(
     ("table", "line"),
     [

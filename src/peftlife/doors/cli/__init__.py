@@ -57,6 +57,9 @@ COMMAND_NAMES = (
 # replay's --sut replaces a report's own scheduler, explore's scenario is a --world
 # report's own unless it is told another, and bisect tests what it is told, a --case
 # or a --scenario.
+# The limits' help already says where their default comes from: the environment above
+# the table.
+LIMITS_SAID = {"schedule_deadline", "memory_limit_mb"}
 NOT_FROM_TABLE = {("replay", "sut"), ("explore", "scenario"), ("bisect", "scenario")}
 
 
@@ -96,14 +99,37 @@ def _parser(table: config.Config | None = None) -> argparse.ArgumentParser:
         module.add_parser(command)
         sub = commands.choices[name]
         dests = {action.dest for action in sub._actions}
-        sub.set_defaults(
-            **{
-                dest: value
-                for dest, value in defaults.items()
-                if dest in dests and (name, dest) not in NOT_FROM_TABLE
-            }
-        )
+        taken = {
+            dest: value
+            for dest, value in defaults.items()
+            if dest in dests and (name, dest) not in NOT_FROM_TABLE
+        }
+        sub.set_defaults(**taken)
+        for action in sub._actions:
+            if action.dest in taken and action.dest not in LIMITS_SAID and action.help:
+                action.help = default_from_table(action.help, getattr(table, action.dest))
     return parser
+
+
+def default_from_table(text: str, value: Any) -> str:
+    """An option's help with the value ``[tool.peftlife]`` gives it as its default, so
+    that ``--help`` shows the value in force, not peftlife's own default.
+
+    >>> default_from_table("the scheduler (default: reference)", ("mutant:x",))
+    'the scheduler (default: mutant:x, from [tool.peftlife])'
+    >>> default_from_table("cap on shrinking (default: 300; 0 for no cap)", 0)
+    'cap on shrinking (default: 0, from [tool.peftlife]; 0 for no cap)'
+    """
+    if isinstance(value, list | tuple):
+        shown = ", ".join(value)
+    else:
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+    said = f"{shown}, from [{config.TABLE}]".replace("%", "%%")  # argparse formats help with %
+    start = text.rfind("(default: ")
+    if start < 0 or not text.endswith(")"):
+        return f"{text} (default: {said})"
+    rest = text.find(";", start)
+    return f"{text[:start]}(default: {said}{text[rest if rest >= 0 else -1 :]}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
