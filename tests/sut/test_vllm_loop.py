@@ -293,3 +293,33 @@ def test_the_hash_without_the_adapter_is_found_on_the_seeded_workloads(
 def test_a_patch_that_matches_nothing_is_refused(checkout: Checkout) -> None:
     with pytest.raises(CheckoutError, match=r"finds 0 copies of 'no such line', not one"):
         Checkout(checkout.path, {"v1/core/kv_cache_utils.py": [("no such line", "")]})
+
+
+@pytest.mark.parametrize("loop", list(QUEUES), ids=list(QUEUES))
+def test_an_abort_during_a_step_is_taken_before_its_output_or_before_the_next_step(
+    checkout: Checkout, loop: str
+) -> None:
+    driver = Driver(checkout, attrs.evolve(QUEUES[loop], num_blocks=16, max_loras=2))
+    driver.submit("a", prompt(6), 6, 1)
+    driver.submit("b", prompt(6), 6, 2)
+    requests = _requests(driver)
+    steps = [driver.step()]  # a and b in flight
+    driver.abort("a", during_step=True)  # arrives while the next step's model runs
+    during = driver.step()
+    assert during.scheduled and "a" in during.live  # schedule() ran before it came
+    steps.append(during)
+    # A queue of two is full after the second launch, so that step takes an output.
+    assert during.processed == (max_concurrent_batches(QUEUES[loop]) == 2)
+    if during.processed:
+        # _process_aborts_queue, before update_from_output: a ended within the step.
+        assert "a" not in during.live_after and "a" not in during.pool_after.holders
+    else:
+        # No output taken: the input queue's copy aborts it before the next step.
+        assert "a" in during.live_after and "a" in during.pool_after.holders
+        steps.append(driver.step())
+        assert "a" not in steps[-1].live
+    steps += drive(driver)
+    assert requests["a"].status.name == "FINISHED_ABORTED"
+    assert len(requests["a"].output_token_ids) < 6
+    assert findings(steps, Limits(adapter_slots=2, block_size=4)) == []
+    assert any(s.ended.get("b") == "FINISHED_LENGTH_CAPPED" for s in steps)

@@ -228,6 +228,8 @@ class Driver:
             deque(maxlen=self.batch_queue_size) if self.batch_queue_size > 1 else None
         )
         self.cache_events: list[CacheEvent] = []
+        self.aborts_queue: list[str] = []  # EngineCore.aborts_queue: aborts during a step
+        self.input_aborts: list[str] = []  # their copies in the input queue, for after it
         watch_cache(self.scheduler.kv_cache_manager, self.cache_events)
         # Preempted and not yet scheduled again: how a resumed request is told from a
         # new one (the V2 model runner's output sends both among the new requests).
@@ -296,16 +298,25 @@ class Driver:
             )
             self.scheduler.add_request(request)
 
-    def abort(self, request_id: str) -> None:
-        """The client went away: ``EngineCore.abort_requests``, between two steps.
+    def abort(self, request_id: str, *, during_step: bool = False) -> None:
+        """The client went away: ``EngineCore.abort_requests``.
 
-        As ``EngineCoreProc._handle_client_request`` does for an ABORT taken
-        from its input queue between two calls of the step function (an abort
-        taken from the aborts queue during a step is not modelled).
+        By default between two steps, as ``EngineCoreProc._handle_client_request``
+        does for an ABORT taken from its input queue. With ``during_step`` it
+        arrives while the next step's model runs: vLLM puts it in both queues,
+        so the aborts queue's ``_process_aborts_queue`` finishes it before that
+        step's ``update_from_output`` if the step takes an output, and the
+        input queue before the step after if it does not.
         """
+        if during_step:
+            self.aborts_queue.append(request_id)
+            return
         with self.checkout.installed():
-            status = self.checkout.request_status.FINISHED_ABORTED
-            self.scheduler.finish_requests([request_id], status)
+            self._abort([request_id])
+
+    def _abort(self, request_ids: list[str]) -> None:
+        status = self.checkout.request_status.FINISHED_ABORTED
+        self.scheduler.finish_requests(request_ids, status)
 
     def draw_eos(self, request_id: str) -> None:
         """The model draws end of sequence as the next token of ``request_id`` the engine takes.
@@ -322,6 +333,9 @@ class Driver:
     def step(self) -> Step:
         """One ``EngineCore.step``, or one ``EngineCore.step_with_batch_queue`` with a queue."""
         with self.checkout.installed():
+            if self.input_aborts:  # the input queue, drained before the engine steps
+                self._abort(self.input_aborts)
+            during, self.aborts_queue = self.aborts_queue, []
             start = read_pool(self.scheduler.kv_cache_manager)
             live = frozenset(self.scheduler.requests)
             del self.cache_events[:]
@@ -331,7 +345,8 @@ class Driver:
             else:
                 launched, taken = self._step_with_batch_queue()
             scheduled = self._read_schedule(launched, start, live)
-            ended = self._take(taken) if taken is not None else {}
+            ended = self._take(taken, during) if taken is not None else {}
+            self.input_aborts = during if taken is None else []
             return attrs.evolve(
                 scheduled,
                 cache_events=tuple(self.cache_events),
@@ -376,8 +391,10 @@ class Driver:
             return None, None
         return launched, queue.pop()
 
-    def _take(self, batch: Batch) -> dict[str, str]:
-        """``update_from_output`` with the batch's model output; the requests it ended."""
+    def _take(self, batch: Batch, aborts: list[str]) -> dict[str, str]:
+        """The aborts that came during the step, then ``update_from_output``; what it ended."""
+        if aborts:
+            self._abort(aborts)
         requests = dict(self.scheduler.requests)
         self.scheduler.update_from_output(batch.output, self.runner.model_output(batch))
         return {
