@@ -38,6 +38,7 @@ from pathlib import Path
 
 from bench import write_section
 from bench.robustness import bisect_repo
+from peftlife.world.words import count
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -141,7 +142,8 @@ def _written(where: Path) -> str:
     data = json.loads(found[0].read_text("utf-8"))
     actions = len(data.get("actions", data.get("case", {}).get("actions", [])))
     note = data.get("shrink_note") or ("not shrunk" if data.get("shrunk") is False else "")
-    return f"{len(found)} report(s), {actions} actions" + (f" ({note})" if note else "")
+    said = f"{count(len(found), 'report')}, {count(actions, 'action')}"
+    return said + (f" ({note})" if note else "")
 
 
 def run(

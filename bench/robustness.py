@@ -17,8 +17,10 @@ verdict and what the report holds (its invariant and what was found).
 A cell is wrong if it hung, printed a traceback, or did not give its door's
 verdict on a finding: exit 1 everywhere but ``bisect``, whose verdict on a
 named first bad commit is exit 0, and which must name the commit that brought
-the bad scheduler in. The exit code is 1 when any cell is wrong. ``mutants``
-is not a column: it runs only the shipped reference and mutants.
+the bad scheduler in. Any other exit is a verdict of its own, and wrong: 2 (bad
+input), pytest's 3 or 4 (an internal or usage error), a signal. The exit code is
+1 when any cell is wrong. ``mutants`` is not a column: it runs only the shipped
+reference and mutants.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ FUZZ_S = 40
 # Wall seconds past the deadline a cell may take before it counts as a hang.
 WATCHDOG_S = 120.0
 PARALLEL = 2
+# Every door's exit code on a finding (bisect's, on the first bad commit named, is 0).
+FOUND = 1
 
 
 @dataclass
@@ -72,9 +76,8 @@ class Cell:
 
     @property
     def ok(self) -> bool:
-        if self.door == "bisect":
-            return self.code == 0 and self.verdict and not self.traceback
-        return self.code not in (None, 0) and not self.traceback
+        verdict = 0 if self.door == "bisect" else FOUND
+        return self.code == verdict and self.verdict and not self.traceback
 
     def text(self) -> str:
         code = "HANG" if self.code is None else f"exit {self.code}"

@@ -52,6 +52,7 @@ from peftlife.doors.cli.common import settings as check_settings
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt
 from peftlife.sut.mutants import CATALOGUE
+from peftlife.world import words
 
 PROFILES = ("dev", "ci", "nightly")
 SEEDS, QUICK_SEEDS = 20, 4
@@ -400,7 +401,7 @@ def rows(result: Soak) -> list[tuple[str, ...]]:
                 str(len(found)),
                 "-"
                 if slowest is None
-                else f"{slowest.shrink_seconds:.2f} s, {slowest.replays} replays "
+                else f"{slowest.shrink_seconds:.2f} s, {words.count(slowest.replays, 'replay')} "
                 f"({slowest.run.profile}, seed {slowest.run.seed})",
                 str(len(bounded)) + (f" ({', '.join(sorted(set(bounded)))})" if bounded else ""),
                 "-" if campaign is None else f"{campaign.seconds:.1f} s",
@@ -425,9 +426,10 @@ def summary(result: Soak) -> str:
     checks = result.checks
     bounded = sum(c.stopped is not None for c in checks)
     line = (
-        f"{len(checks)} runs, {result.hangs} hangs, {result.errors} errors; "
-        f"{sum(c.outcome == 'found' for c in checks)} findings, "
-        f"{bounded} shrinks stopped at a bound"
+        f"{words.count(len(checks), 'run')}, {words.count(result.hangs, 'hang')}, "
+        f"{words.count(result.errors, 'error')}; "
+        f"{words.count(sum(c.outcome == 'found' for c in checks), 'finding')}, "
+        f"{words.count(bounded, 'shrink')} stopped at a bound"
     )
     if result.campaigns:
         ended = sum(c.ended for c in result.campaigns)
@@ -460,7 +462,7 @@ def section(result: Soak, note: str) -> str:
         lines += ["", *(f"- {line}" for line in trouble)]
     if held := [c for c in result.checks if c.outcome == "held"]:
         lines += ["", "Runs that held (the mutant not found within the profile's budget):", ""]
-        lines += [f"- `{c.run.command}` ({c.examples} examples)" for c in held]
+        lines += [f"- `{c.run.command}` ({words.count(c.examples, 'example')})" for c in held]
     return "\n".join(lines)
 
 
@@ -502,9 +504,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         now = time.monotonic()
         if now - shown[0] >= 15 or len(done) == total:
             shown[0] = now
-            hangs = sum(c.outcome == "hang" for c in done)
+            hangs = words.count(sum(c.outcome == "hang" for c in done), "hang")
             print(
-                f"soak: {len(done)}/{total} runs, {hangs} hangs, {now - started:.0f} s",
+                f"soak: {len(done)}/{total} runs, {hangs}, {now - started:.0f} s",
                 file=sys.stderr,
                 flush=True,
             )

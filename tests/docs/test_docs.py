@@ -171,7 +171,9 @@ def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     # As a user runs it on their machine: the random dev profile, a fresh directory.
     env.pop("CI", None)
-    for line in commands:
+    # Last, a bare pytest where the block left reports/ (a regression test beside each
+    # JSON report): it runs the user's test, not the reports.
+    for line in [*commands, "pytest -q -p no:cacheprovider"]:
         run = subprocess.run(
             ["bash", "-c", line],
             cwd=tmp_path,
@@ -187,6 +189,7 @@ def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
         if "replay" in line:
             held = "every invariant held" in run.stdout
             assert held == (expected_exit(line) == 0), run.stdout
+    assert list((tmp_path / "reports").glob("test_peftlife_*.py"))
 
 
 def test_the_invariants_page_has_the_registrys_table_of_sources() -> None:

@@ -285,7 +285,9 @@ COMMANDS = ("check", "mutants", "replay", "scenarios")
         ),
         pytest.param(["fuzz", "--seed", "x"], ["--seed", "int", "--help"], id="fuzz-seed"),
         pytest.param(["fuzz", "-q", "--profile", "weekly"], ["--profile", "ci"], id="fuzz-profile"),
-        pytest.param(["explore", "--seed", "1"], ["--seed", "peftlife --help"], id="not-taken"),
+        pytest.param(
+            ["explore", "--seed", "1"], ["--seed", "peftlife explore --help"], id="not-taken"
+        ),
     ],
 )
 def test_bad_argument(
@@ -304,6 +306,8 @@ COMMON_VALUES: dict[str, tuple[list[str], object]] = {
     "seed": (["--seed", "7"], 7),
     "report_dir": (["--report-dir", "out"], "out"),
     "database": (["--database", "db"], "db"),
+    "schedule_deadline": (["--schedule-deadline", "2.5"], 2.5),
+    "memory_limit_mb": (["--memory-limit-mb", "512"], 512),
 }
 
 

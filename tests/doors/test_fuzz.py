@@ -562,7 +562,7 @@ def test_a_lost_shared_database_keeps_saves_locally_and_writes_them_through() ->
     db.save(b"k", b"3")
     assert db.available and db.pending == []
     assert sorted(shared.fetch(b"k")) == [b"1", b"2", b"3"]
-    assert "wrote through 1 saves" in said[1]
+    assert "wrote through 1 save" in said[1]
 
 
 def test_a_directory_database_and_bad_values(tmp_path: Path) -> None:

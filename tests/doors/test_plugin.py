@@ -402,3 +402,109 @@ def test_the_shrink_heartbeat_times_each_shrink_from_its_first_step_heard() -> N
     step(12, 9100.0)
     step(30, 9100.0 + plugin.SHRINK_HEARTBEAT + 2)
     assert terminal.lines[1:] == ["peftlife: shrinking: 30 replays, best 4 actions, 7 s"]
+
+
+# The idiom of Hypothesis's docs: profiles registered and one loaded in conftest.py.
+LOADING_CONFTEST = """
+from hypothesis import settings
+
+settings.register_profile("quick", max_examples=12, stateful_step_count=8, derandomize=True)
+settings.register_profile("other", max_examples=4, stateful_step_count=8, derandomize=True)
+settings.register_profile("mine", max_examples=5, stateful_step_count=8, derandomize=True)
+settings.load_profile("quick")
+"""
+DECORATED = """
+from hypothesis import settings
+
+TestDecorated = lifecycle_machine("reference", "kv-pressure").TestCase
+TestDecorated.settings = settings(max_examples=2, stateful_step_count=8, derandomize=True)
+"""
+
+
+def _searched(pytester: pytest.Pytester, *args: str) -> dict[str, int]:
+    """Each machine test's examples, read from its one statistics block."""
+    result = pytester.runpytest_subprocess("--hypothesis-show-statistics", *args)
+    out = result.stdout.str()
+    statistics = out[out.index("Hypothesis Statistics") :]
+    counts = {}
+    for name in re.findall(r"^test_machine\.py::(\w+)::runTest:$", statistics, re.M):
+        block = statistics.split(f"::{name}::runTest:")[1].split("::runTest:")[0]
+        # One block per test, however many slices its search ran in, stopped at its budget.
+        assert statistics.count(f"::{name}::runTest:") == 1, statistics
+        examples = re.search(r"peftlife: (\d+) examples?,", block)
+        stopped = re.search(r"Stopped because settings\.max_examples=(\d+)", block)
+        assert examples and stopped, block
+        assert examples[1] == stopped[1], block
+        counts[name] = int(examples[1])
+    return counts
+
+
+def test_a_profile_loaded_in_conftest_applies_as_hypothesis_applies_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(LOADING_CONFTEST)
+    pytester.makepyfile(test_machine=RETARGETED + DECORATED)
+    # Loaded in conftest.py: 12 examples, searched in two slices, told as one search.
+    assert _searched(pytester) == {"TestReference": 12, "TestDecorated": 2}
+    # --hypothesis-profile is loaded after the conftest, as Hypothesis loads it.
+    assert _searched(pytester, "--hypothesis-profile", "other")["TestReference"] == 4
+    # peftlife's own option comes first; settings set on a machine come before any profile.
+    asked = _searched(pytester, "--peftlife-profile", "mine", "--hypothesis-profile", "other")
+    assert asked == {"TestReference": 5, "TestDecorated": 2}
+    # --hypothesis-verbosity loads a copy of the profile: still the same profile.
+    assert _searched(pytester, "--hypothesis-verbosity", "verbose")["TestReference"] == 12
+
+
+def test_without_a_loaded_profile_machines_keep_peftlifes_default(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_machine=RETARGETED)
+    result = pytester.runpytest_subprocess("--hypothesis-show-statistics", "-p", "no:randomly")
+    assert re.search(r"peftlife: 40 examples,", result.stdout.str()), result.stdout.str()
+
+
+def test_a_finding_met_replaying_the_database_says_so_not_a_seed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_bad=NOT_SHRINKING)
+    xml = pytester.path / "junit.xml"
+    told = {}
+    for run in ("fresh", "replayed"):
+        shutil.rmtree(pytester.path / "reports", ignore_errors=True)
+        result = pytester.runpytest_subprocess(
+            "--peftlife-database", "db", "--junitxml", str(xml), "--peftlife-report-dir", "reports"
+        )
+        result.assert_outcomes(failed=2, passed=1)
+        (header,) = [line for line in result.stdout.lines if line.startswith("SUT mutant:")]
+        told[run] = (header, peftlife_properties(junit(xml)["runTest"]))
+    header, props = told["fresh"]
+    assert re.search(r"· seed \d+ \(", header), header
+    assert "peftlife_seed" in props and "peftlife_replayed" not in props
+    header, props = told["replayed"]
+    assert header.endswith("· seed none (met replaying the example database)"), header
+    assert "peftlife_seed" not in props, props
+    assert "example database" in props["peftlife_replayed"]
+    (json_path,) = (pytester.path / "reports").glob("*.json")
+    assert report.load_json(json_path).seed is None
+
+
+def test_a_bare_pytest_leaves_out_a_regression_test_still_beside_its_report(
+    pytester: pytest.Pytester,
+) -> None:
+    """As after the README's ``peftlife check ... --report-dir reports``: the folder's
+    regression test is a report until it is moved out, or its folder is named."""
+    name = "mutant_x_default_ownership_follows_residency_0a1b2c3d"
+    failing = "def test_still_fails():\n    assert False\n"
+    pytester.makefile(".json", **{f"reports/{name}": "{}"})
+    pytester.makepyfile(**{f"reports/test_peftlife_{name}": failing})
+    pytester.makepyfile(**{"tests/test_peftlife_kept_0a1b2c3d": failing})  # moved: kept
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+
+    def collected(*args: str) -> list[str]:
+        result = pytester.runpytest_inprocess("--co", "-q", *args)
+        return sorted(line.split("::")[0] for line in result.stdout.lines if "::" in line)
+
+    kept = "tests/test_peftlife_kept_0a1b2c3d.py"
+    assert collected() == ["test_ok.py", kept]
+    assert collected("reports") == [f"reports/test_peftlife_{name}.py"]
+    assert collected(f"reports/test_peftlife_{name}.py") == [f"reports/test_peftlife_{name}.py"]

@@ -32,7 +32,7 @@ def test_the_soak_gives_one_row_per_mutant_in_the_header_columns() -> None:
     assert cells["fuzz ended"] == "yes, exit 1"  # it ended, and found the mutant
     (check,) = result.checks
     assert "peftlife-soak-" in check.database and not Path(check.database).exists()
-    assert soak.summary(result).startswith("1 runs, 0 hangs, 0 errors; 1 findings")
+    assert soak.summary(result).startswith("1 run, 0 hangs, 0 errors; 1 finding,")
     table = [line for line in soak.section(result, "note").splitlines() if line.startswith("|")]
     assert len(table) == 3 and {line.count("|") for line in table} == {len(soak.HEADER) + 1}
     assert result.ok
@@ -55,7 +55,7 @@ def test_a_run_past_the_watchdog_is_a_hang_and_the_soak_goes_on() -> None:
     assert "RuntimeError: a harness bug" in error.detail
     result = soak.Soak(tuple(checked), mutants=("hangs", "raises"))
     assert [row[1:4] for row in soak.rows(result)] == [("2", "2", "0"), ("1", "0", "1")]
-    assert soak.summary(result).startswith("3 runs, 2 hangs, 1 errors")
+    assert soak.summary(result).startswith("3 runs, 2 hangs, 1 error;")
     assert not result.ok and len(soak.problems(result)) == 3
 
 

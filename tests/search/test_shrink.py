@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import attrs
@@ -80,8 +81,60 @@ def test_minimize_makes_it_smaller_and_keeps_the_invariant() -> None:
 def test_minimize_is_deterministic() -> None:
     once = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
     again = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
-    # Everything but the seconds it took: below its time cap no clock decides anything.
+    # Everything but the seconds it took: given no time cap, no clock decides anything.
     assert attrs.evolve(once, seconds=0) == attrs.evolve(again, seconds=0)
+
+
+def _leaping_clock(monkeypatch: pytest.MonkeyPatch, leap: float) -> list[float]:
+    """The shrinker's clock (its alone: the watchdog keeps the real one) moved on by
+    ``leap`` seconds at every read; the list holds the time, to move it by hand."""
+    now = [0.0]
+
+    def monotonic() -> float:
+        now[0] += leap
+        return now[0]
+
+    monkeypatch.setattr(shrink, "time", types.SimpleNamespace(monotonic=monotonic))
+    return now
+
+
+def test_a_shrink_given_no_time_cap_is_the_same_however_slow_the_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Counts alone end it: a clock that leaps an hour at every read changes nothing.
+    quick = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    _leaping_clock(monkeypatch, 3600.0)
+    slow = _minimize(CONFIG, ACTIONS, MUTANT, "ownership_follows_residency")
+    assert slow.stopped is None
+    assert slow.seconds > 3600 and slow.timeout is None
+    assert attrs.evolve(slow, seconds=0, passes=()) == attrs.evolve(quick, seconds=0, passes=())
+
+
+def test_a_search_the_time_cap_cut_short_stops_the_shrink_at_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Cases of 12 or 2 steps fail: the passes are stuck at 12, and the search, which
+    # would find 2, runs past the user's 10 s cap and gives up. That is no proof that
+    # 12 is shortest: the shrink says it stopped at the cap.
+    now = _leaping_clock(monkeypatch, 0.0)
+
+    def slow_search(case: shrink.Trace, until: float | None) -> shrink.Trace | None:
+        assert until is not None
+        now[0] = until + 1
+        return None
+
+    shrunk = shrink.minimize(
+        shrink.Trace(CONFIG, (STEP,) * 12),
+        lambda trace: len(trace.actions) in (12, 2),
+        shorter=slow_search,
+        timeout=10,
+    )
+    assert len(shrunk.actions) == 12
+    assert shrunk.stopped == "time cap"
+    assert shrunk.note == (
+        f"the shrink stopped at its 10 s time cap after {shrunk.replays} replays: "
+        "a smaller case may exist"
+    )
 
 
 def test_a_case_that_does_not_fail_on_the_invariant_is_returned_unchanged() -> None:
@@ -123,15 +176,21 @@ class _HangsWithThree(ReferenceScheduler):
         return super().schedule_request(active_requests, inflight)
 
 
+# The deadline of the hang test's replays: the scheduler hangs for ever or answers in
+# well under a millisecond, so this is a margin for a busy machine, where a call that
+# answers may wait its turn for a core, not a bound its verdict rests on.
+HANG_DEADLINE = 0.25
+
+
 def test_a_hang_is_shrunk_with_a_bounded_number_of_hung_replays() -> None:
     actions = (SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, SUBMIT, STEP, STEP)
     _HangsWithThree.hangs = 0
-    shrunk = _minimize(CONFIG, actions, _HangsWithThree, "scheduler_protocol", 0.05)
+    shrunk = _minimize(CONFIG, actions, _HangsWithThree, "scheduler_protocol", HANG_DEADLINE)
     config, smaller = shrunk.config, shrunk.actions
     # The confirming replay, then at most HUNG_REPLAYS hung shrink replays.
     assert _HangsWithThree.hangs <= 1 + shrink.HUNG_REPLAYS
     assert len(smaller) < len(actions)
-    outcome = checked_replay(config, smaller, _HangsWithThree, schedule_deadline=0.05)
+    outcome = checked_replay(config, smaller, _HangsWithThree, schedule_deadline=HANG_DEADLINE)
     assert outcome.hung and outcome.violations[0].invariant == "scheduler_protocol"
 
 
@@ -358,7 +417,8 @@ def _stuck_then_searched(
     scenario: str = "overlap-kv-pressure",
 ) -> tuple[shrink.Shrunk, LifecycleFailure]:
     """``stuck`` (failing on ``invariant``) shrunk by the passes alone, then as a finding
-    is, with the search of its world."""
+    is, with the search of its world; neither given a time cap, so the counts alone
+    (replays, and each search's states) decide what they reach, however busy the machine."""
     outcome = checked_replay(world, stuck, load(spec))
     assert outcome.violations[0].invariant == invariant
     passes_alone = shrink.minimize(

@@ -16,6 +16,7 @@ from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 from peftlife.world.protocol import STATELESS_DECLARATION
 from peftlife.world.snapshot import Snapshot, StepError
+from peftlife.world.words import count
 
 
 @attrs.frozen
@@ -50,7 +51,7 @@ def drain_premise_broken(
     if adapter_pages and max(adapter_pages.values()) > config.lora_device_pages:
         task, pages = max(adapter_pages.items(), key=lambda item: item[1])
         return (
-            f"adapter {task} needs {pages} pages but the device LoRA cache holds "
+            f"adapter {task} needs {count(pages, 'page')} but the device LoRA cache holds "
             f"{config.lora_device_pages} (lora_device_pages): raise it to at least {pages}"
         )
     if config.enable_chunked_context and config.chunk_unit_size > config.max_num_tokens:
@@ -74,8 +75,9 @@ def drain_premise_broken(
         for device_name, device, _, _ in pools:
             if pages > device:
                 return (
-                    f"a request of {prompt} + {outputs} tokens needs {pages} pages, more than "
-                    f"{device_name} ({device}): raise {device_name} or shorten the request"
+                    f"a request of {prompt} + {outputs} tokens needs {count(pages, 'page')}, "
+                    f"more than {device_name} ({device}): raise {device_name} "
+                    "or shorten the request"
                 )
         if not config.enable_chunked_context and prompt + outputs - 1 > config.max_num_tokens:
             return (
@@ -87,8 +89,9 @@ def drain_premise_broken(
         for _, _, host_name, host in pools:
             if host < sum(need):
                 return (
-                    f"with recompute pause off, only suspension frees device pages, so the "
-                    f"lower tier must hold every request's cache at once ({sum(need)} pages) "
+                    "with recompute pause off, only suspension frees device pages, so the "
+                    "lower tier must hold every request's cache at once "
+                    f"({count(sum(need), 'page')}) "
                     f"but {host_name} is {host}: raise {host_name} or turn recompute pause on"
                 )
     return None
@@ -151,7 +154,7 @@ def drain(
             seen.add(world)
     if not violations and engine.live_requests and binds:
         violations = [
-            _undrained(engine, f"still live after the drain's bound of {bound} iterations")
+            _undrained(engine, f"still live after the drain's bound of {count(bound, 'iteration')}")
         ]
     if not violations:
         violations = list(_drained_empty(engine.snapshot()))

@@ -43,6 +43,7 @@ from peftlife.search import events, profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
 from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import search
+from peftlife.world.words import count
 
 # Examples per slice: large enough that a slice's set-up is noise. A stop is
 # honoured between two examples, whatever the slice.
@@ -479,7 +480,7 @@ class Campaign:
         how = f"signal {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
         self.crashes.append(
             f"worker {worker} died ({how}) in scenario {state.scenario} with seed "
-            f"{state.seed} after {state.examples} examples: the scheduler may end its "
+            f"{state.seed} after {count(state.examples, 'example')}: the scheduler may end its "
             f"process; replay with: peftlife check --sut {self.plan.sut} "
             f"--scenario {state.scenario} --seed {state.seed} --profile {self.plan.profile}"
         )
@@ -514,9 +515,8 @@ class Campaign:
                 "done" if w.done else w.shrinking or "searching",
             )
         elapsed = self.elapsed
-        table.caption = (
-            f"{elapsed:.0f} s · {self.examples} examples · {self._tally()} · {self._lost()}"
-        )
+        examples = count(self.examples, "example")
+        table.caption = f"{elapsed:.0f} s · {examples} · {self._tally()} · {self._lost()}"
         return table
 
     @contextmanager
@@ -549,8 +549,9 @@ class Campaign:
                 if w.shrinking and not w.done
             )
             self.console.print(
-                f"fuzz: {elapsed:.0f} s, {self.examples} examples "
-                f"({self.examples / max(elapsed, 1e-9):.0f}/s), {len(self.workers)} workers, "
+                f"fuzz: {elapsed:.0f} s, {count(self.examples, 'example')} "
+                f"({self.examples / max(elapsed, 1e-9):.0f}/s), "
+                f"{count(len(self.workers), 'worker')}, "
                 f"{self._tally()}{shrinks}"
             )
 
@@ -560,10 +561,10 @@ class Campaign:
         elapsed = self.elapsed
         plan = self.plan
         self.console.print(
-            f"fuzzed {plan.sut} in {', '.join(plan.scenarios)}: {self.examples} examples in "
-            f"{elapsed:.1f} s ({self.examples / max(elapsed, 1e-9):.0f}/s) on {plan.workers} "
-            f"workers, base seed {plan.seed}: {self._tally()}, {self._lost()}"
-            + (" (interrupted)" if self.interrupted else "")
+            f"fuzzed {plan.sut} in {', '.join(plan.scenarios)}: {count(self.examples, 'example')} "
+            f"in {elapsed:.1f} s ({self.examples / max(elapsed, 1e-9):.0f}/s) on "
+            f"{count(plan.workers, 'worker')}, base seed {plan.seed}: "
+            f"{self._tally()}, {self._lost()}" + (" (interrupted)" if self.interrupted else "")
         )
         if self.groups:
             table = Table(

@@ -13,14 +13,20 @@ the leading dashes and with underscores):
 * ``--peftlife-scenario NAME|PATH``: search every lifecycle machine and the
   fixture in this scenario;
 * ``--peftlife-profile NAME``: the settings profile of peftlife's machines
-  (default: Hypothesis's ``--hypothesis-profile`` when given, else
-  ``peftlife-ci`` when ``CI`` is set, else ``peftlife-dev``); other tests keep
+  (default: the profile loaded into Hypothesis, by ``settings.load_profile`` in
+  a ``conftest.py`` or by ``--hypothesis-profile``, else ``peftlife-ci`` when
+  ``CI`` is set, else ``peftlife-dev``; ``profiles.chosen``); other tests keep
   whatever Hypothesis profile they had;
 * ``--peftlife-report-dir DIR``: where a failing machine test writes its JSON,
   Markdown and regression-test reports (default ``peftlife-reports``);
 * ``--peftlife-shrink-timeout SECONDS``: the cap on shrinking one finding
   (default 30; 0 for no cap). While a finding shrinks for longer than a few
-  seconds, a line on the terminal says how far it got.
+  seconds, a line on the terminal says how far it got;
+* ``--peftlife-memory-limit-mb MB``: the supervised child's memory, what the
+  parent uses plus this (over ``PEFTLIFE_MEMORY_LIMIT_MB``, over the ini option).
+
+The scheduler deadline is read as peftlife is imported, before any option is:
+under pytest it is ``PEFTLIFE_SCHEDULE_DEADLINE`` alone (docs/configuration.md).
 
 A failing machine test also gets the violated invariant, the report path, the
 seed and the command that reruns it as properties in the JUnit XML
@@ -34,8 +40,12 @@ stops the run as Ctrl-C does.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
+import json
+import os
+import re
 import sys
 import tempfile
 import time
@@ -47,8 +57,10 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import Phase
 
 from peftlife import reports, sut
+from peftlife.doors import config as settings
 from peftlife.search import compat, database, events, profiles, scenarios, session, shrink
 from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, describe, session_search
@@ -58,12 +70,15 @@ _OPTIONS = {
     "peftlife_sut": f"scheduler under test for every lifecycle machine: {sut.FORMS}",
     "peftlife_scenario": "scenario for every lifecycle machine: a shipped name or a .toml path",
     "peftlife_profile": "settings profile of peftlife's machines: peftlife-dev, peftlife-ci or "
-    "peftlife-nightly (default: peftlife-ci when CI is set, else peftlife-dev)",
+    "peftlife-nightly (default: the profile loaded into Hypothesis, else peftlife-ci when CI "
+    "is set, else peftlife-dev)",
     "peftlife_report_dir": f"where counterexample reports go (default {DEFAULT_REPORT_DIR})",
     "peftlife_database": "example database of peftlife's machines, a directory or "
     "redis://host:port/db: failures saved by any run pointing at it are tried first",
     "peftlife_shrink_timeout": "seconds to shrink one finding before reporting the smallest "
     f"case so far (default {shrink.DEFAULT_TIMEOUT:g}; 0 for no cap)",
+    "peftlife_memory_limit_mb": "MiB the supervised child may use beyond what the parent "
+    f"uses (default: ${settings.MEMORY_ENV}, else 4096)",
 }
 # Seconds of shrinking between two lines on the terminal saying how far it got.
 SHRINK_HEARTBEAT = 5.0
@@ -97,8 +112,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if profile := _value(config, "peftlife_profile"):
             profiles.get(profile)
         shrink_timeout = _shrink_timeout(config)
+        memory = _memory_limit(config)
     except (sut.SUTError, scenarios.ScenarioError, profiles.ProfileError, ValueError) as err:
         raise _usage_error(config, err) from err
+    if memory is not None:  # read by each supervised child as it starts; restored at the end
+        held = contextlib.ExitStack()
+        held.enter_context(settings.applied(settings.Limits(memory_limit_mb=memory)))
+        config.add_cleanup(held.close)
     if _value(config, "peftlife_report_dir"):
         where = "--peftlife-report-dir"
         if problem := reports.unwritable(_report_dir(config), where):
@@ -107,14 +127,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if url := _value(config, "peftlife_database"):
         try:
             local = reports.report_folder(_report_dir(config)) / "database"
-            saved = database.open_database(url, local=local)
+            saved = database.open_database(url, local=local, option="--peftlife-database")
         except database.DatabaseError as err:
             raise pytest.UsageError(f"peftlife: error: {err}") from err
     session.begin(
         session.Options(
             sut=resolved,
             scenario=_value(config, "peftlife_scenario"),
-            profile=_profile_asked(config),
+            profile=_value(config, "peftlife_profile"),
             database=saved,
             shrink_timeout=shrink_timeout,
             shrink_progress=_shrink_heartbeat(config),
@@ -212,6 +232,22 @@ def _shrink_timeout(config: pytest.Config) -> float | None:
         raise ValueError(f"--peftlife-shrink-timeout {err}") from err
 
 
+def _memory_limit(config: pytest.Config) -> int | None:
+    """``--peftlife-memory-limit-mb``, else ``PEFTLIFE_MEMORY_LIMIT_MB``, else the ini's."""
+    given = (
+        ("--peftlife-memory-limit-mb", config.getoption("peftlife_memory_limit_mb")),
+        (settings.MEMORY_ENV, os.environ.get(settings.MEMORY_ENV)),
+        ("peftlife_memory_limit_mb", config.getini("peftlife_memory_limit_mb")),
+    )
+    for where, text in given:
+        if text:
+            try:
+                return settings.megabytes(str(text))
+            except argparse.ArgumentTypeError as err:
+                raise ValueError(f"{where} {err}") from err
+    return None
+
+
 def _shrink_heartbeat(
     config: pytest.Config, clock: Callable[[], float] = time.monotonic
 ) -> Callable[[shrink.ShrinkProgress], None]:
@@ -268,14 +304,40 @@ def _report_dir(config: pytest.Config) -> Path:
 _resolved_report_dir = pytest.StashKey[Path]()
 
 
+_session = pytest.StashKey[pytest.Session]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_session] = session
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Leave the report directory out: its regression tests are kept by moving them."""
+    """Leave reports out: the report directory, and a regression test still beside the
+    JSON report it was written with (a ``--report-dir`` of ``peftlife check``, say)
+    unless its folder is named on the command line. A regression test is kept by
+    moving it out; a path named on the command line is collected whatever it is."""
     # Asked for every path collected: resolve the directory once.
     if _resolved_report_dir not in config.stash:
         config.stash[_resolved_report_dir] = _report_dir(config).resolve()
     if collection_path.resolve() == config.stash[_resolved_report_dir]:
         return True
+    if _beside_its_report(collection_path):
+        session = config.stash.get(_session, None)
+        return session is None or not session.isinitpath(collection_path.parent)
     return None
+
+
+def _beside_its_report(path: Path) -> bool:
+    """Whether ``path`` is a regression test in the folder its report was written to.
+
+    >>> _beside_its_report(Path("reports/test_peftlife_x_0a1b2c3d.py"))
+    False
+    """
+    name = path.name
+    if not (name.startswith(reports.KEPT_TEST_PREFIX) and name.endswith(".py")):
+        return False
+    stem = name.removeprefix(reports.KEPT_TEST_PREFIX).removesuffix(".py")
+    return path.with_name(f"{stem}.json").is_file()
 
 
 def pytest_pycollect_makemodule(
@@ -359,20 +421,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     lines: list[str] = []
     # Hypothesis tells its statistics where the search runs: in the outside
     # watchdog's child (``peftlife.world.supervisor``), whose memory dies with it.
-    # A file both processes share (``relay``, opened below) carries them back.
+    # A file both processes share (``relay``, opened below) carries them back, one
+    # Hypothesis run (a slice of the search) at a time, told as one block per search.
 
     def hypothesis_stats(stats: Any) -> None:
         if not _ran_examples(stats):
             return  # a replay of an empty example database: nothing to tell
-        named: Any = {**stats, "nodeid": item.nodeid}
-        relay.write(describe_statistics(named) + "\0")
+        relay.write(json.dumps(stats, default=str) + "\0")
         relay.flush()
 
     def peftlife_stats(result: SearchResult) -> None:
         relay.seek(0)
-        lines.extend(text for text in relay.read().split("\0") if text)
+        runs = [json.loads(text) for text in relay.read().split("\0") if text]
         relay.seek(0)
         relay.truncate()
+        if runs:
+            lines.append(describe_statistics({**one_search(runs), "nodeid": item.nodeid}))
         lines.append(describe(result))
 
     try:
@@ -388,6 +452,53 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if lines:
             item.hypothesis_statistics = "\n".join(lines)  # type: ignore[attr-defined]
+
+
+# How Hypothesis says a run stopped at its budget.
+_AT_BUDGET = re.compile(r"settings\.max_examples=(\d+)")
+
+
+def one_search(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Hypothesis's statistics of one search's runs (its slices of ``hunt.SLICE``
+    examples, and the replay of the example database), as of one run: each phase's
+    seconds, test cases and failures added up; stopped as the last run stopped,
+    at the budget of them all when that is why.
+
+    >>> ran = {"duration-seconds": 0.5, "test-cases": [{"status": "valid"}]}
+    >>> slices = [{"generate-phase": ran, "stopped-because": f"settings.max_examples={n}"}
+    ...     for n in (9, 4)]
+    >>> merged = one_search(slices)
+    >>> len(merged["generate-phase"]["test-cases"]), merged["stopped-because"]
+    (2, 'settings.max_examples=13')
+    """
+    merged: dict[str, Any] = {}
+    failures = [0] * len(runs)  # each run's failures so far: Hypothesis counts them on
+    for phase in (f"{p.name}-phase" for p in Phase):
+        if not any(phase in run for run in runs):
+            continue
+        together: dict[str, Any] = {"duration-seconds": 0.0, "test-cases": []}
+        for i, run in enumerate(runs):
+            part = run.get(phase, {})
+            together["duration-seconds"] += part.get("duration-seconds", 0.0)
+            together["test-cases"] += part.get("test-cases", [])
+            failures[i] = part.get("distinct-failures", failures[i])
+            if "shrinks-successful" in part:
+                shrunk = together.get("shrinks-successful", 0)
+                together["shrinks-successful"] = shrunk + part["shrinks-successful"]
+        together["distinct-failures"] = sum(failures)
+        merged[phase] = together
+    targets: dict[str, float] = {}
+    for run in runs:
+        for label, score in run.get("targets", {}).items():
+            targets[label] = max(score, targets.get(label, score))
+    if targets:
+        merged["targets"] = targets
+    stopped = str(runs[-1].get("stopped-because", ""))
+    if _AT_BUDGET.fullmatch(stopped):
+        budgets = (_AT_BUDGET.fullmatch(str(run.get("stopped-because", ""))) for run in runs)
+        stopped = f"settings.max_examples={sum(int(b[1]) for b in budgets if b)}"
+    merged["stopped-because"] = stopped
+    return merged
 
 
 def _ran_examples(stats: Any) -> bool:
@@ -413,20 +524,23 @@ def pytest_runtest_makereport(
     if failure is None:
         return rep
     try:
-        smaller = minimized(failure)
+        smaller = minimized(failure, timeout=session.current().shrink_timeout)
     except ShrinkInterrupted as stop:  # reported as shrunk so far; the run stops after it
         smaller = stop.failure
         _STOPPED.add(item.nodeid)
-    case = reports.Case.from_failure(
-        smaller, seed=failure.seed, profile=_profile_shown(item.config)
-    )
+    # A finding met replaying the example database came from no seed, and says so.
+    seed = None if failure.replayed else failure.seed
+    profile = reports.REPLAYED if failure.replayed else _profile_shown(item.config)
+    case = reports.Case.from_failure(smaller, seed=seed, profile=profile)
     outcome = reports.replay(case, _resolved(item, case.sut))
     properties = [("peftlife_invariant", failure.invariant)]
     story = reports.terminal_text(case, outcome, width=100)
     with contextlib.suppress(scenarios.ScenarioError):  # a profile file's stem names no scenario
         if note := scenarios.sut_note(failure.run.sut, [failure.run.scenario]):
             story += f"\nnote: {note}"
-    if failure.seed is not None:
+    if failure.replayed:
+        properties.append(("peftlife_replayed", "met replaying the example database, no seed"))
+    elif failure.seed is not None:
         properties.append(("peftlife_seed", str(failure.seed)))
     directory = _report_dir(item.config)
     paths: dict[str, Path] = {}
@@ -486,17 +600,9 @@ def _resolved(item: pytest.Item, spec: str) -> sut.Resolved | None:
     return next((k for k in known if isinstance(k, sut.Resolved) and k.spec == spec), None)
 
 
-def _profile_asked(config: pytest.Config) -> str | None:
-    """``--peftlife-profile``, else Hypothesis's ``--hypothesis-profile``, else None."""
-    asked: str | None = _value(config, "peftlife_profile") or config.getoption(
-        "hypothesis_profile", None
-    )
-    return asked
-
-
 def _profile_shown(config: pytest.Config) -> str:
-    name = _profile_asked(config) or profiles.default_name()
-    return profiles.canonical(name)
+    """The name of the profile a machine searched under, as ``session_search`` chose it."""
+    return profiles.chosen(_value(config, "peftlife_profile"))[0]
 
 
 def _lifecycle_failure(call: pytest.CallInfo[Any]) -> LifecycleFailure | None:

@@ -36,11 +36,12 @@ from peftlife.reports.finding.regression import (
 from peftlife.reports.finding.story import Step, story, violation_subjects
 from peftlife.reports.finding.terminal import print_report, render_terminal, terminal_text
 from peftlife.reports.folder import report_folder, unwritable
-from peftlife.reports.format import EXPLORED, world_lines
+from peftlife.reports.format import EXPLORED, REPLAYED, world_lines
 
 __all__ = [
     "EXPLORED",
     "KEPT_TEST_PREFIX",
+    "REPLAYED",
     "SCHEMA_VERSION",
     "Case",
     "CaseFailed",

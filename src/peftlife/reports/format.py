@@ -78,19 +78,28 @@ def executor_line(config: EngineConfig) -> str:
 
 # The profile a case found by ``peftlife explore`` names: no seed, no randomness at all.
 EXPLORED = "explore"
+# The profile a case met replaying the example database names: no seed generated it.
+REPLAYED = "replayed"
+_NO_SEED = {
+    EXPLORED: "none (exhaustive)",
+    REPLAYED: "none (met replaying the example database)",
+}
 
 
 def seed_said(seed: int | None, profile: str) -> str:
     """The seed of a case in a word: the number, or why there is none.
 
-    Only a derandomized search is said to be; an exhaustive one had nothing to draw.
+    Only a derandomized search is said to be; an exhaustive one had nothing to draw,
+    and a case met replaying the example database came from no seed.
 
     >>> seed_said(7, "dev"), seed_said(None, "ci"), seed_said(None, EXPLORED)
     ('7', 'derandomized', 'none (exhaustive)')
+    >>> seed_said(None, REPLAYED)
+    'none (met replaying the example database)'
     """
     if seed is not None:
         return str(seed)
-    return "none (exhaustive)" if profile == EXPLORED else "derandomized"
+    return _NO_SEED.get(profile, "derandomized")
 
 
 def seed_words(seed: int | None, profile: str) -> str:
@@ -101,6 +110,8 @@ def seed_words(seed: int | None, profile: str) -> str:
     """
     if seed is None and profile == EXPLORED:
         return "none (exhaustive explore)"
+    if seed is None and profile == REPLAYED:
+        return seed_said(seed, profile)
     return seed_said(seed, profile) + (f" ({profile} profile)" if profile else "")
 
 

@@ -188,8 +188,10 @@ def search(
 
     It stops after ``max_states`` states, the bound of its loop (every level adds
     at least one state or ends the search), or at ``until`` (``time.monotonic()``),
-    if given, whichever comes first; then it is not ``complete``. States are merged on their
-    fingerprint only for a scheduler that declares
+    if given, whichever comes first; then it is not ``complete``. ``until`` is a
+    user's time cap (the shrink's), which makes what is found depend on the
+    machine's load: the searches tests meet are bounded by ``max_states`` alone.
+    States are merged on their fingerprint only for a scheduler that declares
     ``keeps_no_state_between_passes = True`` (read by ``Engine.state_declaration``);
     for any other the search is a plain tree, exact but larger. For the same
     schedulers a world drained before takes the verdict it had (``Verdicts``),

@@ -23,6 +23,8 @@ from typing import Any
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
+from peftlife.world.words import count
+
 
 class DatabaseError(ValueError):
     """A ``--database`` value that cannot be used; the message says how to fix it."""
@@ -41,6 +43,7 @@ def open_database(
     local: Path | None = None,
     warn: Callable[[str], None] | None = None,
     require: bool = True,
+    option: str = "--database",
 ) -> ExampleDatabase:
     """The database a ``--database`` value names.
 
@@ -48,6 +51,7 @@ def open_database(
     ``.peftlife/database``); ``warn`` is told, once per outage, when Redis is
     lost and when it is back. With ``require`` Redis must answer now (a front
     door's check); without, a Redis that does not answer starts out lost.
+    ``option`` is the door's name for the value, which its errors give.
 
     >>> import tempfile
     >>> open_database(tempfile.mkdtemp())
@@ -57,22 +61,20 @@ def open_database(
         path = Path(url).expanduser()
         if path.exists() and not path.is_dir():
             raise DatabaseError(
-                f"--database {url!r} is a file; give a directory or redis://host:port/db"
+                f"{option} {url!r} is a file; give a directory or redis://host:port/db"
             )
         return KeepingDatabase(DirectoryBasedExampleDatabase(str(path)))
     try:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
     except ImportError as err:
-        raise DatabaseError(
-            f"--database {url!r} needs the redis client: pip install 'peftlife[redis]'"
-        ) from err
+        raise DatabaseError(f"{option} {url!r} needs the redis client: pip install redis") from err
     try:
         client = redis.Redis.from_url(
             url, socket_connect_timeout=_TIMEOUT_S, socket_timeout=_TIMEOUT_S
         )
     except ValueError as err:
-        raise DatabaseError(f"--database {url!r} is not a Redis URL ({err})") from err
+        raise DatabaseError(f"{option} {url!r} is not a Redis URL ({err})") from err
     unreachable = None
     try:
         client.ping()
@@ -80,8 +82,8 @@ def open_database(
         unreachable = err
         if require:
             raise DatabaseError(
-                f"cannot reach Redis at {url} ({err}); start it (redis-server --port PORT) "
-                "or give a directory as --database"
+                f"{option} {url!r}: cannot reach Redis ({err}); "
+                f"start it (redis-server --port PORT) or give a directory as {option}"
             ) from err
     mirror = DirectoryBasedExampleDatabase(str(local or Path(".peftlife") / "database"))
     db = ResilientDatabase(
@@ -203,7 +205,9 @@ class ResilientDatabase(ExampleDatabase):
         written = len(self.pending)
         self.pending.clear()
         self._down_since = None
-        self._warn(f"the example database at {self.url} is back; wrote through {written} saves")
+        self._warn(
+            f"the example database at {self.url} is back; wrote through {count(written, 'save')}"
+        )
         return True
 
     def save(self, key: bytes, value: bytes) -> None:

@@ -652,12 +652,13 @@ def minimized(
     sut_b: str | sut.Resolved,
     ignore: Collection[str] = (),
     *,
-    timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     progress: Callable[[shrink.ShrinkProgress], None] | None = None,
     sut_a: sut.Resolved | None = None,
 ) -> Shrunk:
     """The shortest trace the shrinker finds on which A and B still diverge.
 
+    ``timeout`` is the user's cap in seconds (None: counts alone end the shrink);
     ``sut_a`` is A as the front door resolved it (else the divergence's string is loaded).
     """
     run = divergence.run

@@ -7,6 +7,15 @@ still fails on the same invariant. ``peftlife diff``'s divergence of two
 schedulers is the other kind (``peftlife.search.diff.Diverged``). Ctrl-C during
 the shrink raises ``ShrinkInterrupted`` with the smallest case so far, so a front
 door still writes what was found before it exits.
+
+A finding's shrunk case, and so the trace a ``--baseline`` matches on, does not
+depend on the machine's load: the bounds that decide it are counts (the
+shrinker's rounds, steps and replays, and the states of each search below, at
+most ``*_STATES``), and each replay is deterministic. The one clock is the
+user's time cap (``--shrink-timeout``), which a shrink meets only when the counts
+have not ended it first, and which the finding then names (its ``shrink.note``:
+"the shrink stopped at its 30 s time cap after N replays: a smaller case may
+exist"); ``minimized`` has no cap unless it is given one.
 """
 
 from __future__ import annotations
@@ -32,7 +41,8 @@ from peftlife.world.protocol import SchedulerFactory
 # among the requests of one of its adapters at a time, a case of one adapter that
 # the search among both misses (6 to 5: 7,889 states, where both together take
 # 43,580). Seconds in all, which only a case the searches cannot prove shortest
-# sooner pays in full.
+# sooner pays in full. These counts, not a clock, end each search (``until``, the
+# user's time cap, is met only when no count has ended it).
 AROUND_STATES = 1000
 OWN_STATES = 10_000
 EXACT_STATES = 10_000
@@ -131,13 +141,14 @@ def minimized(
     failure: LifecycleFailure,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
     *,
-    timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     progress: Callable[[shrink.ShrinkProgress], None] | None = None,
     subject: sut.Resolved | None = None,
 ) -> LifecycleFailure:
     """The same finding on the smallest world and action list the shrinker finds.
 
-    ``timeout`` caps the shrink (None or 0: no cap); ``progress`` is told as it goes.
+    ``timeout`` is the user's cap on the shrink in seconds (None or 0, the default:
+    none, counts alone end it); ``progress`` is told as it goes.
     Ctrl-C raises ``ShrinkInterrupted`` with the smallest case so far. ``subject``
     is the finding's SUT as the front door resolved it (else its string is loaded).
     """

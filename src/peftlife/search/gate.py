@@ -30,7 +30,6 @@ import hypothesis
 from peftlife.search import events, profiles, scenarios
 from peftlife.search.failure import minimized
 from peftlife.search.hunt import hunt, search
-from peftlife.search.shrink import DEFAULT_TIMEOUT
 from peftlife.sut.mutants import CATALOGUE, Mutant
 
 # The columns of the gate's table, wherever it is shown: terminal, step summary, index page.
@@ -266,7 +265,8 @@ class MutantRun:
     mutant: Mutant
     profile: str
     shrink: bool = True
-    shrink_timeout: float | None = DEFAULT_TIMEOUT
+    # The user's cap on each shrink (None: counts alone end it, whatever the load).
+    shrink_timeout: float | None = None
     seed: int | None = None  # as ``ReferenceRun``'s
     replay_saved: bool = True
 
@@ -318,7 +318,7 @@ def plan(
     profile: str,
     *,
     shrink: bool = True,
-    shrink_timeout: float | None = DEFAULT_TIMEOUT,
+    shrink_timeout: float | None = None,
     seed: int | None = None,
     replay_saved: bool = True,
 ) -> tuple[Run, ...]:

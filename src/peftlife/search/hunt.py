@@ -109,7 +109,7 @@ def search(
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
-    shrink_timeout: float | None = shrink.DEFAULT_TIMEOUT,
+    shrink_timeout: float | None = None,
     shrink_progress: Callable[[shrink.ShrinkProgress], None] | None = None,
     mixin: type | None = None,
 ) -> SearchResult:
@@ -125,7 +125,8 @@ def search(
     takes well under a second where Hypothesis's shrink re-runs whole examples
     for a minute. ``seed`` replaces the profile's randomness with a fixed seed;
     ``schedule_deadline`` is how long one call of the scheduler may take;
-    ``shrink_timeout`` and ``shrink_progress`` go to ``minimized``. ``mixin``, a
+    ``shrink_timeout`` (the user's cap; None: counts alone end the shrink) and
+    ``shrink_progress`` go to ``minimized``. ``mixin``, a
     class put before the machine in its bases, changes what an example does with
     its actions (``peftlife.search.diff`` runs them on two schedulers).
     Anything but a ``Finding`` is a bug of the harness and propagates.
@@ -426,7 +427,8 @@ def session_search(
 ) -> SearchResult:
     """Search under the session's options (``peftlife.search.session``), shrink included.
 
-    Their profile applies unless ``settings`` are given; their example database,
+    Their profile (``profiles.chosen``: theirs, else the one loaded into Hypothesis,
+    else the default) applies unless ``settings`` are given; their example database,
     shrink cap and shrink progress always do. The seed is ``seed``, else
     Hypothesis's ``--hypothesis-seed``, else a fresh one unless the profile is
     derandomized; a finding carries it. Every pytest door (a machine's
@@ -434,7 +436,7 @@ def session_search(
     share findings.
     """
     options = session.current()
-    profile = settings or profiles.get(options.profile or profiles.default_name())
+    profile = settings or profiles.chosen(options.profile)[1]
     searching = profiles.for_search(profile, database=options.database)
     # Hypothesis's --hypothesis-seed, else one of the run's own when it is random,
     # so that a finding says how to run it again.
@@ -467,14 +469,14 @@ def describe(result: SearchResult) -> str:
     reached = sum(1 for label in COVERAGE_LABELS if result.coverage.get(label))
     missed = f" (never: {', '.join(result.unreached)})" if result.unreached else ""
     lines = [
-        f"  - peftlife: {result.examples} examples, {result.iterations} executor iterations, "
-        + found,
+        f"  - peftlife: {count(result.examples, 'example')}, "
+        f"{count(result.iterations, 'executor iteration')}, " + found,
         f"    - witnesses reached: {reached} of {len(COVERAGE_LABELS)}{missed}",
     ]
     shrunk = result.found.shrink if result.found is not None else None
     if shrunk is not None:
         lines.append(
-            f"    - shrink: {shrunk.replays} replays, {shrunk.steps} steps, "
-            f"{shrunk.seconds:.2f} s, to {len(shrunk.actions)} actions"
+            f"    - shrink: {count(shrunk.replays, 'replay')}, {count(shrunk.steps, 'step')}, "
+            f"{shrunk.seconds:.2f} s, to {count(len(shrunk.actions), 'action')}"
         )
     return "\n".join(lines)

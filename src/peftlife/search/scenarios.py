@@ -459,6 +459,47 @@ def shipped_names() -> list[str]:
     )
 
 
+# Named groups of shipped scenarios, each a word ``--scenario`` takes, with what it
+# holds. Opt-in scenarios are in none: each is asked for by its own name. Every
+# executor a scenario can name is one of TensorRT-LLM's PyExecutor loops, so its
+# engine's group holds them all until a second world (docs/engines.md) ships.
+GROUPS: dict[str, tuple[str, Callable[[Scenario], bool]]] = {
+    ALL: ("every shipped scenario", lambda s: True),
+    "simple-loop": (
+        "every scenario of the simple executor loop (no overlap)",
+        lambda s: s.executor == "simple",
+    ),
+    "overlap-loop": (
+        "every scenario of the overlap executor loop",
+        lambda s: s.executor == "overlap",
+    ),
+    "trtllm": (
+        "every scenario of TensorRT-LLM's world",
+        lambda s: s.executor in values(Executor),
+    ),
+}
+
+
+def group(name: str) -> list[str]:
+    """The shipped scenarios of a named group, sorted.
+
+    >>> group("overlap-loop")
+    ['overlap', 'overlap-empty', 'overlap-kv-pressure', 'upstream-defaults']
+    """
+    _, holds = GROUPS[name]
+    return [n for n in shipped_names() if holds(load(n))]
+
+
+def expand(words: Sequence[str]) -> list[str]:
+    """The scenarios ``--scenario`` words name, groups spelt out, each once, in order.
+
+    >>> expand(["kv-pressure", "simple-loop"])[:3]
+    ['kv-pressure', 'chunked-prefill', 'default']
+    """
+    names = (n for word in words for n in (group(word) if word in GROUPS else [word]))
+    return list(dict.fromkeys(names))
+
+
 # Shipped scenarios whose world holds a stricter rule than upstream's contract. They
 # are named ``opt-in/NAME``, are left out of ``all``, and say so in their description.
 OPT_IN = "opt-in"
@@ -513,8 +554,8 @@ def load(name_or_path: str) -> Scenario:
             ) from err
         return parse(text, path.stem, str(path))
     raise ScenarioError(
-        f"unknown scenario {name_or_path!r}; use one of {', '.join(shipped_names())} "
-        "or a path to a .toml profile"
+        f"unknown scenario {name_or_path!r}; use one of {', '.join(shipped_names())}, "
+        f"a group ({', '.join(GROUPS)}) or a path to a .toml profile"
     )
 
 

@@ -37,14 +37,22 @@ form a strictly descending chain, which must end. Each loop of a pass moves
 past a place or keeps a smaller case, and each round runs every pass at most
 once (the last-resort ones only when the others changed nothing; the search of
 the world within its own bound of states, and in a later round only after a
-search that found a shorter case), at most ``MAX_ROUNDS`` rounds. Four bounds
-make the end come soon, whatever the predicate: every verdict asked for costs
-one step of ``STEP_BUDGET`` (a cached one included), every replay one of
+search that found a shorter case), at most ``MAX_ROUNDS`` rounds. Three
+counts make the end come soon, whatever the predicate: every verdict asked for
+costs one step of ``STEP_BUDGET`` (a cached one included), every replay one of
 ``REPLAY_BUDGET``, a replay in which the scheduler hung one of
-``HUNG_REPLAYS``, and the whole shrink stops at a time cap
-(``DEFAULT_TIMEOUT``). At any bound the smallest case so far is the
-result, and ``Shrunk.stopped`` says which bound ended it. Below the cap the
-shrink is deterministic: no clock decides anything.
+``HUNG_REPLAYS``. At any bound the smallest case so far is the result, and
+``Shrunk.stopped`` says which bound ended it.
+
+Counts, not a clock, decide the case. The shrink is deterministic, the same
+case from the same case on a busy machine as on a quiet one, because every
+bound that ends it is a count: the rounds, the steps, the replays, the hung
+replays, and the states of each search (``shorter``'s own ``max_states``). A
+wall-clock cap is the user's alone: ``minimize`` has none unless it is given
+one, and the front doors give the user's ``--shrink-timeout`` (``DEFAULT_TIMEOUT``
+unless told). A shrink the cap cut short, in a pass or in a search, says so
+(``stopped`` is "time cap", and ``note`` tells the report), since its case may
+then depend on how busy the machine was.
 
 A hung scheduler is the exception to "milliseconds": each of its replays waits
 out a deadline, so once a replay hangs ``same_finding`` replays with a short
@@ -75,7 +83,11 @@ STEP_BUDGET = 20_000
 # Replays one shrink may spend; enough for the cases the scenarios generate (the
 # most measured: 4,068, for a 60-action case that ends 4 actions long).
 REPLAY_BUDGET = 6000
-# Seconds one shrink may take before it reports the smallest case so far.
+# The front doors' cap on one shrink, in seconds, before it reports the smallest
+# case so far: a limit for the user waiting, which no test meets (``minimize`` has
+# none unless given one). The counts end a hard shrink within it on a quiet core:
+# tests/search/test_shrink.py's last case, with the searches' real bounds (688
+# replays, 22,725 states), takes 21 s.
 DEFAULT_TIMEOUT = 30.0
 # Once a hang is confirmed: the deadline of each shrink replay, and how many may hang.
 HUNG_DEADLINE = 0.5
@@ -146,8 +158,9 @@ class Verdict:
 # Whether a candidate still fails: a plain bool, or a ``Verdict`` that also says it hung.
 StillFails = Callable[[Trace], "bool | Verdict"]
 # A search of a case's world for a shorter case that still fails, given the
-# ``time.monotonic()`` at which it must give up (None: its own bound alone); None
-# when it finds none. What it returns is replayed like any candidate before it is kept.
+# ``time.monotonic()`` of the user's cap, at which it must give up (None: its own
+# bound of states alone); None when it finds none. What it returns is replayed like
+# any candidate before it is kept.
 Shorter = Callable[[Trace, "float | None"], "Trace | None"]
 
 
@@ -355,7 +368,8 @@ class _Shrinker:
     admits: Callable[[EngineConfig, Sequence[Action]], bool] = _admit_all
     # The search for a shorter case, run once when every pass is stuck (None: no search).
     shorter: Shorter | None = None
-    # ``time.monotonic()`` past which no verdict is asked for; None for no cap.
+    # ``time.monotonic()`` of the user's cap, past which no verdict is asked for and
+    # no search goes on; None for no cap.
     deadline: float | None = None
     progress: Callable[[ShrinkProgress], None] | None = None
     replays: int = 0
@@ -377,8 +391,7 @@ class _Shrinker:
         self.current.attempts += 1
         if self.steps > STEP_BUDGET:
             raise _Stopped("step budget")
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise _Stopped("time cap")
+        self._within_cap()
         trace = Trace(config, actions)
         if trace in self.known:
             return self.known[trace]
@@ -398,6 +411,11 @@ class _Shrinker:
                 self.progress(ShrinkProgress(self.replays, len(self.actions)))
         self.known[trace] = verdict
         return verdict
+
+    def _within_cap(self) -> None:
+        """Stop at the user's time cap, if one was given and it has passed."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _Stopped("time cap")
 
     def adopt(self, config: EngineConfig, actions: tuple[Action, ...]) -> bool:
         """Keep the candidate if it is smaller than the case so far, one its scenario
@@ -598,7 +616,11 @@ class _Shrinker:
         the same way: what the passes cannot reach by one local move at a time."""
         if self.shorter is not None:
             found = self.shorter(self.trace, self.deadline)
-            if found is not None:
+            if found is None:
+                # A search the cap cut short proved nothing: the shrink stopped at the
+                # cap, not because no shorter case exists.
+                self._within_cap()
+            else:
                 self.adopt(found.config, found.actions)
 
     def _try_shorter(self, actions: tuple[Action, ...]) -> bool:
@@ -954,7 +976,7 @@ def minimize(
     *,
     admits: Callable[[EngineConfig, Sequence[Action]], bool] | None = None,
     shorter: Shorter | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     progress: Callable[[ShrinkProgress], None] | None = None,
 ) -> Shrunk:
     """The smallest trace found on which ``still_fails`` holds.
@@ -964,9 +986,15 @@ def minimize(
     could generate (``scenarios.admitting``); any other candidate is never
     replayed. A trace it does not admit itself (a scenario changed since) is
     shrunk without it. ``shorter`` searches a stuck case's world for a shorter
-    one (again only after it found one). ``timeout`` caps the whole shrink in seconds (None or
-    0: no cap), and Ctrl-C ends it as a bound does (``stopped`` is
-    "interrupted"); ``progress`` is told after every replay.
+    one (again only after it found one). ``timeout`` is the user's cap on the whole
+    shrink in seconds (None or 0, the default: none, and counts alone end it, so
+    the result does not depend on the machine's load); Ctrl-C ends it as a bound
+    does (``stopped`` is "interrupted"); ``progress`` is told after every replay.
+
+    >>> fails = lambda trace: len(trace.actions) > 1
+    >>> shrunk = minimize(Trace(EngineConfig(), (Action("step"),) * 5), fails)
+    >>> len(shrunk.actions), shrunk.stopped
+    (2, None)
     """
     start = time.monotonic()
     if not still_fails(trace):

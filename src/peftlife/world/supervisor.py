@@ -41,6 +41,14 @@ then takes one SIGINT as ``KeyboardInterrupt``, the parent hands Ctrl-C on to
 it, and whatever the child sends back within ``GRACE`` comes with the
 ``Interrupted`` the parent raises; a child that does not answer by then (stuck
 in native code) is ended, and ``Interrupted`` comes with nothing.
+
+Why not Pebble (``pebble.ProcessPool``, a timeout per task): its timeout ends a
+whole task and hands back nothing of it, where this deadline is on each call
+into the scheduler, inside a search that rightly runs for minutes, and the
+journal of what the child did is what makes a crash a finding; the address-space
+cap and the Ctrl-C grace are ours as well. Pebble would replace only the fork,
+the pipe and the wait, so the module does without the dependency
+(docs/fuzzing.md compares it, and ``peftlife fuzz`` with HypoFuzz).
 """
 
 from __future__ import annotations

@@ -23,14 +23,17 @@ from rich.console import Console
 from peftlife import reports, sut
 from peftlife.doors import outputs
 from peftlife.doors.cli.common import (
-    ALL_SCENARIOS,
     EXIT_FOUND,
     EXIT_HELD,
+    SCENARIO_HELP,
     BadInput,
     NewCommand,
+    Repeated,
     common_options,
     max_examples_option,
     outputs_writable,
+    scenario_words,
+    searched,
     shrink_timeout_option,
     targets,
     teller,
@@ -38,9 +41,10 @@ from peftlife.doors.cli.common import (
 from peftlife.doors.cli.common import settings as common_settings
 from peftlife.doors.outputs.records import BisectSummary, Finding, Probed, Replay
 from peftlife.doors.outputs.story import for_ci
-from peftlife.search import bisect, outside, scenarios
+from peftlife.search import bisect, outside
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import hunt, search
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
@@ -53,8 +57,9 @@ def add_parser(command: NewCommand) -> None:
     what.add_argument(
         "--scenario",
         metavar="NAME",
-        help="run a bounded, derandomized search on each commit (a shipped scenario, a .toml "
-        "path, or 'all')",
+        action=Repeated,
+        help=f"run a bounded, derandomized search on each commit: {SCENARIO_HELP} "
+        "(repeatable: every one named takes turns)",
     )
     p.add_argument(
         "--sut-prefix",
@@ -91,17 +96,14 @@ def add_parser(command: NewCommand) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    case = None
+    case, names = None, []
     if args.case is not None:
         try:
             case = reports.load_json(Path(args.case))
         except reports.ReportError as err:
             raise BadInput(str(err)) from err
     else:
-        try:
-            scenarios.load("default" if args.scenario == ALL_SCENARIOS else args.scenario)
-        except scenarios.ScenarioError as err:
-            raise BadInput(str(err)) from err
+        names = searched(args.scenario)
     outputs_writable(args)
     start = time.perf_counter()
     try:
@@ -122,10 +124,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             if not outcome.violations:
                 return None
             return bisect.Failure(outcome.violations[0].invariant, None, subject)
-        if args.scenario == ALL_SCENARIOS:
-            found = hunt(subject, settings, seed=seed).failure
+        if len(names) > 1:
+            found = hunt(subject, settings, scenario_names=names, seed=seed).failure
         else:
-            found = search(subject, args.scenario, settings, seed=seed, shrink=False).failure
+            found = search(subject, names[0], settings, seed=seed, shrink=False).failure
         return None if found is None else bisect.Failure(found.invariant, found, subject)
 
     def say(probe: bisect.Probe) -> None:
@@ -136,8 +138,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         prober = bisect.Prober(repo, Path(scratch), args.sut_prefix, paths, test)
         if not args.quiet:
             console.print(
-                f"bisecting {len(candidates)} commits after {good.short} (good) up to "
-                f"{bad.short} (bad), about {bisect.steps(len(candidates))} steps"
+                f"bisecting {count(len(candidates), 'commit')} after {good.short} (good) up to "
+                f"{bad.short} (bad), about {count(bisect.steps(len(candidates)), 'step')}"
             )
         ends = [prober.probe(bad), prober.probe(good)]
         for probe in ends:
@@ -268,7 +270,7 @@ def _summary(
         args.repo,
         args.good,
         args.bad,
-        f"a replay of {args.case}" if args.case else f"a search in {args.scenario}",
+        f"a replay of {args.case}" if args.case else f"a search in {', '.join(args.scenario)}",
         args.profile,
         probes,
         round(seconds, 2),
@@ -284,12 +286,12 @@ def _summary(
 def rerun_command(args: argparse.Namespace) -> str:
     """The command that bisects again, every commit searched with the same seed.
 
-    >>> print(rerun_command(argparse.Namespace(repo="r", good="v1", bad="v2", scenario="all",
+    >>> print(rerun_command(argparse.Namespace(repo="r", good="v1", bad="v2", scenario=["all"],
     ...     sut_prefix="", paths=None, profile="ci", max_examples=None, seed=None)))
     peftlife bisect --repo r --good v1 --bad v2 --scenario all --profile ci --seed 0
     """
     words = [f"peftlife bisect --repo {args.repo} --good {args.good} --bad {args.bad}"]
-    words.append(f"--scenario {args.scenario}")
+    words.append(f"--scenario {scenario_words(args.scenario)}")
     if args.sut_prefix and args.sut_prefix != bisect.DEFAULT_PREFIX:
         words.append(f"--sut-prefix {args.sut_prefix}")
     words += [f"--path {path}" for path in args.paths or ()]

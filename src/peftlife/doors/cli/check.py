@@ -11,19 +11,21 @@ import argparse
 from pathlib import Path
 
 import attrs
+import hypothesis
 from rich.console import Console
 
 from peftlife import reports, sut
 from peftlife.checker import invariants
 from peftlife.doors import baseline, outputs
 from peftlife.doors.cli.common import (
-    ALL_SCENARIOS,
     DATABASE_DEFAULT,
     EXIT_FOUND,
     EXIT_HELD,
+    SCENARIO_HELP,
     SUT_HELP,
     BadInput,
     NewCommand,
+    Repeated,
     budget,
     common_options,
     invariant_name,
@@ -31,12 +33,15 @@ from peftlife.doors.cli.common import (
     note_sut_world,
     outputs_writable,
     rerun_words,
+    scenario_words,
+    searched,
     seeded,
     settings,
     shrink_timeout_option,
     targets,
     teller,
     validate,
+    where_searched,
 )
 from peftlife.doors.outputs.progress import progress
 from peftlife.doors.outputs.records import Finding, Replay, RunSummary, ScenarioRun, check_command
@@ -47,19 +52,26 @@ from peftlife.doors.outputs.story import (
     warn_unreached,
     written,
 )
-from peftlife.search import events, profiles, scenarios
+from peftlife.search import events, profiles
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 from peftlife.search.shrink import HUNG_DEADLINE
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
-    check = command("check", "search for a counterexample in one scheduler")
-    check.add_argument("--sut", default="reference", help=SUT_HELP)
+    check = command("check", "search for a counterexample in one scheduler, or several in turn")
+    check.add_argument(
+        "--sut",
+        action=Repeated,
+        default=("reference",),
+        help=f"{SUT_HELP}; repeatable: each is checked in turn (default: reference)",
+    )
     check.add_argument(
         "--scenario",
-        default="default",
-        help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns",
+        action=Repeated,
+        default=("default",),
+        help=f"{SCENARIO_HELP}; repeatable: every one named takes turns (default: default)",
     )
     max_examples_option(check)
     check.add_argument(
@@ -90,9 +102,23 @@ def add_parser(command: NewCommand) -> None:
     check.set_defaults(run=run)
 
 
+@attrs.frozen
+class _Checked:
+    """One scheduler's check: its run as the summary has it, its finding's story and
+    Markdown, and whether Ctrl-C stopped its shrink."""
+
+    run: ScenarioRun
+    story: str = ""
+    details: str = ""
+    interrupted: bool = False
+    # A finding met replaying the example database: its report replays it.
+    replay: str | None = None
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
-    every = args.scenario == ALL_SCENARIOS
-    subject = validate(args.sut, "default" if every else args.scenario)
+    names = searched(args.scenario)
+    # Each SUT once, however often it is named; every one loads before any is searched.
+    subjects = [validate(spec) for spec in dict.fromkeys(args.sut)]
     report_dir = Path(args.report_dir)
     outputs_writable(args)
     try:
@@ -102,20 +128,55 @@ def run(args: argparse.Namespace, console: Console) -> int:
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
     searching = seeded(searching, args.seed, args.database)
     # A random run searches with a seed of its own choosing, so its finding can be replayed.
+    # Every SUT is searched with it, so the one command reruns them all.
     args.seed = profiles.run_seed(searching, args.seed)
-    examples = budget(searching, every)
+    checked: list[_Checked] = []
+    for subject in subjects:
+        checked.append(_check(args, console, subject, names, searching, known))
+        if checked[-1].interrupted:
+            break
     if not args.quiet:
-        note_sut_world(args.sut, scenarios.shipped_names() if every else [args.scenario], console)
+        note_unchecked([c.run.scenario for c in checked if c.run.finding is None], console)
+    rerun = rerun_command(args)
+    replayed = [c.replay for c in checked if c.replay]
+    if replayed and len(subjects) == 1:
+        rerun = replayed[0]  # no seed finds it: its report does
+    summary = RunSummary(
+        "check", args.profile, tuple(c.run for c in checked), Replay(args.seed, rerun)
+    )
+    story = "\n\n".join(c.story for c in checked if c.story)
+    details = "\n\n".join(c.details for c in checked if c.details)
+    outputs.write(outputs.for_check(summary, story, details), targets(args))
+    if checked[-1].interrupted:
+        raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
+    return EXIT_HELD if summary.ok else EXIT_FOUND
+
+
+def _check(
+    args: argparse.Namespace,
+    console: Console,
+    subject: sut.Resolved,
+    names: list[str],
+    searching: hypothesis.settings,
+    known: frozenset[baseline.Known],
+) -> _Checked:
+    """Search one scheduler in the scenarios ``names``, then shrink and tell its finding."""
+    spec = subject.spec
+    examples = budget(searching, len(names))
+    if not args.quiet:
+        note_sut_world(spec, names, console)
     with invariants.excluding(args.exclude_invariant):
-        label = f"checking {args.sut} in {args.scenario}"
+        label = f"checking {spec} in {', '.join(args.scenario)}"
         with progress(console, label, examples, show=not args.quiet) as emit:
             counted = events.counting(emit)
-            if every:
-                result = hunt(subject, searching, seed=args.seed, progress=counted)
+            if len(names) > 1:
+                result = hunt(
+                    subject, searching, scenario_names=names, seed=args.seed, progress=counted
+                )
             else:
                 result = search(
                     subject,
-                    args.scenario,
+                    names[0],
                     searching,
                     seed=args.seed,
                     progress=counted,
@@ -141,22 +202,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
             found = _report_finding(args, console, result, known, subject, hurry=hurry)
     finding, story, details = found or (None, "", "")
     if finding is None and not args.quiet:
-        where = "every shipped scenario" if every else f"scenario {args.scenario}"
         console.print(
-            f"held: {result.examples} examples of {args.sut} in {where} "
+            f"held: {count(result.examples, 'example')} of {spec} in "
+            f"{where_searched(args.scenario)} "
             f"({args.profile} profile, {result.seconds:.1f} s)"
         )
         warn_unreached(result, console)
-        note_unchecked([result.scenario], console)
-    runs = (ScenarioRun.of(result, examples, finding),)
-    rerun = rerun_command(args)
+    replayed = None
     if result.failure is not None and result.failure.replayed and finding and finding.report:
-        rerun = f"peftlife replay {finding.report}"  # no seed finds it: its report does
-    summary = RunSummary("check", args.profile, runs, Replay(args.seed, rerun))
-    outputs.write(outputs.for_check(summary, story, details), targets(args))
-    if interrupted:
-        raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
-    return EXIT_HELD if summary.ok else EXIT_FOUND
+        replayed = f"peftlife replay {finding.report}"
+    run = ScenarioRun.of(result, examples, finding)
+    return _Checked(run, story, details, interrupted, replayed)
 
 
 def _report_finding(
@@ -174,8 +230,13 @@ def _report_finding(
     waits out the shrink's short deadline, not the engine's.
     """
     assert result.failure is not None
+    # A finding met replaying the example database came from no seed, and says so.
+    replayed = result.failure.replayed
     case = reports.Case.from_failure(
-        result.failure, seed=args.seed, profile=args.profile, examples=result.examples_to_find
+        result.failure,
+        seed=None if replayed else args.seed,
+        profile=reports.REPLAYED if replayed else args.profile,
+        examples=result.examples_to_find,
     )
     deadline = HUNG_DEADLINE if hurry else None
     outcome = reports.replay(case, subject, schedule_deadline=deadline)
@@ -185,23 +246,27 @@ def _report_finding(
     is_known = baseline.Known(invariant, trace) in known
     what = "known finding (in the baseline)" if is_known else "counterexample"
     console.print(
-        f"{what} found after {result.examples_to_find} examples, {trace_length(case)}"
+        f"{what} found after {count(result.examples_to_find, 'example')}, {trace_length(case)}"
         f"{written(paths)}"
     )
     report = str(paths["json"]) if paths else None
-    replayed = f"peftlife replay {report}" if result.failure.replayed and report else None
-    if again := rerun_words(args.seed, rerun_command(args), replayed):
+    again_by = f"peftlife replay {report}" if replayed and report else None
+    if again := rerun_words(args.seed, rerun_command(args, subject.spec), again_by):
         console.print(again, soft_wrap=True)
     if outcome.held:
         console.print("warning: the saved case did not fail on replay (a nondeterministic SUT?)")
     return for_ci(case, outcome, paths, invariant, is_known)
 
 
-def rerun_command(args: argparse.Namespace) -> str:
-    """The command that runs this search again, seed included (none when derandomized).
+def rerun_command(args: argparse.Namespace, sut_spec: str | None = None) -> str:
+    """The command that runs this search again, seed included (none when derandomized);
+    ``sut_spec``: of that scheduler alone (the same seed searches each the same).
 
-    >>> rerun_command(argparse.Namespace(sut="reference", scenario="all", profile="peftlife-dev",
-    ...     max_examples=None, seed=7))
+    >>> rerun_command(argparse.Namespace(sut=["reference"], scenario=["all"],
+    ...     profile="peftlife-dev", max_examples=None, seed=7))
     'peftlife check --sut reference --scenario all --profile peftlife-dev --seed 7'
     """
-    return check_command(args.sut, args.scenario, args.profile, args.seed, args.max_examples)
+    suts = " --sut ".join([sut_spec] if sut_spec else dict.fromkeys(args.sut))
+    return check_command(
+        suts, scenario_words(args.scenario), args.profile, args.seed, args.max_examples
+    )

@@ -4,23 +4,25 @@
 exits 2. ``COMMON_OPTIONS`` says which command takes which common option
 (``-q``, ``--profile``, ``--report-dir``...), and ``common_options`` adds them,
 each defined once here. The argparse types refuse bad values with a message
-that says how to fix them; ``validate`` and ``writable`` do the same for a SUT,
-a scenario and a directory before any search starts.
+that says how to fix them; ``validate``, ``searched`` and ``writable`` do the
+same for a SUT, the scenarios and a directory before any search starts, and
+``usable`` for the values of the configuration table.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import hypothesis
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.text import Text
 
 from peftlife import reports, sut
 from peftlife.checker import registry
-from peftlife.doors import outputs
+from peftlife.doors import config, outputs
 from peftlife.doors.outputs.story import Teller
 from peftlife.search import database, profiles, scenarios, shrink
 
@@ -29,6 +31,10 @@ EXIT_HELD, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 130
 ALL_SCENARIOS = scenarios.ALL
 SUT_HELP = f"the scheduler: {sut.FORMS}"
+SCENARIO_HELP = (
+    f"a shipped scenario, a group ({', '.join(scenarios.GROUPS)}: 'peftlife scenarios' "
+    "lists them) or a .toml path"
+)
 # Without --database a search keeps the profile's: Hypothesis's own under dev and nightly.
 DATABASE_DEFAULT = (
     "default: the profile's, Hypothesis's .hypothesis/ in the working directory under dev "
@@ -59,7 +65,87 @@ class Help(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class Repeated(argparse.Action):
+    """A repeatable option: the first value given replaces its default, each later one
+    is added (argparse's ``append`` would add them to the default)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, [*given, values] if isinstance(given, list) else [values])
+
+
+def single(values: Sequence[str] | None, option: str, command: str, instead: str) -> None:
+    """Refuse a second value of a repeatable option a command takes once: never drop it.
+
+    >>> single(["a", "b"], "--sut", "fuzz", "start one campaign per scheduler")
+    Traceback (most recent call last):
+    peftlife.doors.cli.common.BadInput: fuzz takes one --sut, not 2 (a, b): start one \
+campaign per scheduler
+    """
+    if values and len(values) > 1:
+        raise BadInput(
+            f"{command} takes one {option}, not {len(values)} ({', '.join(values)}): {instead}"
+        )
+
+
 # ---- what a command checks before it searches ----
+
+
+def usable(table: config.Config) -> None:
+    """The configuration table's profile and scenarios exist: told here, where the line
+    can name the file, and not later as though the command line had named them."""
+    where = f"{table.source}: [{config.TABLE}]"
+    try:
+        if table.profile is not None:
+            profiles.get(table.profile)
+    except profiles.ProfileError as err:
+        raise BadInput(f"{where} profile: {err}") from err
+    try:
+        searched(table.scenario)
+    except BadInput as err:
+        raise BadInput(f"{where} scenario: {err}") from err
+
+
+def searched(words: Sequence[str]) -> list[str]:
+    """The scenarios ``--scenario`` words name (groups spelt out), each read once.
+
+    >>> searched(["kv-pressure", "overlap-loop"])[:2]
+    ['kv-pressure', 'overlap']
+    """
+    names = scenarios.expand(words)
+    try:
+        for name in names:
+            scenarios.load(name)
+    except scenarios.ScenarioError as err:
+        raise BadInput(str(err)) from err
+    return names
+
+
+def scenario_words(words: Sequence[str]) -> str:
+    """``--scenario`` words as a command line gives them again.
+
+    >>> scenario_words(["kv-pressure", "default"])
+    'kv-pressure --scenario default'
+    """
+    return " --scenario ".join(words)
+
+
+def where_searched(words: Sequence[str]) -> str:
+    """Where a run searched, as its verdict line says it.
+
+    >>> where_searched(["all"]), where_searched(["kv-pressure", "default"])
+    ('every shipped scenario', 'scenarios kv-pressure, default')
+    """
+    if len(words) > 1:
+        return f"scenarios {', '.join(words)}"
+    group = scenarios.GROUPS.get(words[0])
+    return f"scenario {words[0]}" if group is None else group[0]
 
 
 def settings(
@@ -97,6 +183,30 @@ def seeded(
     return hypothesis.settings(searching, phases=generating)
 
 
+def print_table(console: Console, table: RenderableType) -> None:
+    """Print a table as rich lays it out, without the spaces that pad each line to the
+    table's width: a line copied from the terminal or a log ends where its text does.
+
+    >>> from rich import box
+    >>> from rich.table import Table
+    >>> table = Table("name", "what", box=box.SIMPLE_HEAD)
+    >>> table.add_row("a", "a longer cell"); table.add_row("b", "short")
+    >>> print_table(Console(width=40), table)
+    <BLANKLINE>
+      name   what
+     ──────────────────────
+      a      a longer cell
+      b      short
+    <BLANKLINE>
+    """
+    for line in console.render_lines(table, pad=False):
+        text = Text()
+        for segment in line:
+            text.append(segment.text, segment.style)
+        text.rstrip()
+        console.print(text, soft_wrap=True)
+
+
 def rerun_words(seed: int | None, command: str, replayed: str | None = None) -> str:
     """The line that says how to run a finding's search again, or "" when derandomized.
 
@@ -117,9 +227,9 @@ def rerun_words(seed: int | None, command: str, replayed: str | None = None) -> 
     return f"seed {seed}: rerun with {command}" if seed is not None else ""
 
 
-def budget(settings: hypothesis.settings, every: bool) -> int:
-    """The examples a search may run: the profile's for each scenario it searches."""
-    return settings.max_examples * (len(scenarios.shipped_names()) if every else 1)
+def budget(settings: hypothesis.settings, searching: int) -> int:
+    """The examples a search may run: the profile's for each of the scenarios it searches."""
+    return settings.max_examples * searching
 
 
 def validate(sut_spec: str, scenario: str | None = None) -> sut.Resolved:
@@ -247,14 +357,17 @@ _PROFILE_HELP = (
 # The common options each command takes: the others would mean nothing to it (explore
 # and replay run no random search, replay writes no report, mutants names no SUT of
 # yours). The top-level --help prints this table.
+# Every command that runs a scheduler holds it to the limits (--schedule-deadline,
+# --memory-limit-mb), which main reads before the others (``config.Limits``).
+_LIMITS = ("schedule_deadline", "memory_limit_mb")
 COMMON_OPTIONS: dict[str, tuple[str, ...]] = {
-    "check": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
-    "fuzz": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
-    "explore": ("quiet", "verbose", "report_dir"),
-    "replay": ("quiet", "verbose"),
-    "mutants": ("quiet", "profile", "seed"),
-    "diff": ("quiet", "verbose", "profile", "seed", "report_dir", "database"),
-    "bisect": ("quiet", "verbose", "profile", "seed", "report_dir"),
+    "check": ("quiet", "verbose", "profile", "seed", "report_dir", "database", *_LIMITS),
+    "fuzz": ("quiet", "verbose", "profile", "seed", "report_dir", "database", *_LIMITS),
+    "explore": ("quiet", "verbose", "report_dir", *_LIMITS),
+    "replay": ("quiet", "verbose", *_LIMITS),
+    "mutants": ("quiet", "profile", "seed", *_LIMITS),
+    "diff": ("quiet", "verbose", "profile", "seed", "report_dir", "database", *_LIMITS),
+    "bisect": ("quiet", "verbose", "profile", "seed", "report_dir", *_LIMITS),
 }
 
 
@@ -305,6 +418,7 @@ def _common_specs() -> dict[str, tuple[tuple[str, ...], dict[str, Any]]]:
                 f"({DATABASE_DEFAULT})",
             },
         ),
+        **config.limit_specs(),
     }
 
 

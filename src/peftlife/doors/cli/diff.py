@@ -23,6 +23,7 @@ from peftlife.doors.cli.common import (
     EXIT_HELD,
     BadInput,
     NewCommand,
+    Repeated,
     budget,
     common_options,
     max_examples_option,
@@ -32,6 +33,7 @@ from peftlife.doors.cli.common import (
     seeded,
     settings,
     shrink_timeout_option,
+    single,
     targets,
     teller,
     validate,
@@ -59,8 +61,10 @@ def add_parser(command: NewCommand) -> None:
     )
     p.add_argument(
         "--scenario",
-        default="default",
-        help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns",
+        action=Repeated,
+        default=("default",),
+        help="a shipped scenario, a .toml path, or 'all': every shipped one, taking turns "
+        "(default: default)",
     )
     max_examples_option(p)
     shrink_timeout_option(p)
@@ -78,6 +82,7 @@ def add_parser(command: NewCommand) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    args.scenario = _one_scenario(args.scenario)
     every = args.scenario == ALL_SCENARIOS
     sut_a = validate(args.a, "default" if every else args.scenario)
     sut_b = validate(args.b)
@@ -98,7 +103,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     replay = Replay(args.seed, rerun_command(args))
     ignore = tuple(dict.fromkeys(args.ignore))
     label = f"diff {args.a} against {args.b} in {args.scenario}"
-    with progress(console, label, budget(searching, every), show=not args.quiet) as emit:
+    with progress(console, label, budget(searching, len(names)), show=not args.quiet) as emit:
         found = diff.find(
             sut_a,
             sut_b,
@@ -136,7 +141,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if shrunk is None:
         if not args.quiet:
             console.print(
-                f"same: {result.examples} examples of {args.a} and {args.b} in {where} "
+                f"same: {count(result.examples, 'example')} of {args.a} and {args.b} in {where} "
                 f"({args.profile} profile, {result.seconds:.1f} s)"
             )
             warn_unreached(result, console)
@@ -191,6 +196,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if interrupted:
         raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
     return EXIT_FOUND
+
+
+def _one_scenario(words: list[str]) -> str:
+    """The one scenario (or 'all') a diff searches: its search takes no other group."""
+    why = "a diff searches one scenario, or all: every shipped one taking turns"
+    single(words, "--scenario", "diff", why)
+    if words[0] in scenarios.GROUPS and words[0] != ALL_SCENARIOS:
+        raise BadInput(f"diff takes no group but all as --scenario, not {words[0]!r}: {why}")
+    return words[0]
 
 
 def _died(

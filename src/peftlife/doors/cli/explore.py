@@ -23,10 +23,12 @@ from peftlife.doors.cli.common import (
     SUT_HELP,
     BadInput,
     NewCommand,
+    Repeated,
     common_options,
     note_sut_world,
     outputs_writable,
     positive,
+    single,
     targets,
     teller,
     validate,
@@ -38,15 +40,20 @@ from peftlife.doors.outputs.unchecked import not_checked_note
 from peftlife.search import events, scenarios
 from peftlife.search.breadth import Alphabet
 from peftlife.search.explore import MAX_STATES, explore
+from peftlife.world.words import count
 
 
 def add_parser(command: NewCommand) -> None:
     ex = command("explore", "every action sequence up to a depth in one small world, breadth first")
-    ex.add_argument("--sut", default="reference", help=SUT_HELP)
+    ex.add_argument(
+        "--sut", action=Repeated, default=("reference",), help=f"{SUT_HELP} (default: reference)"
+    )
     ex.add_argument(
         "--scenario",
+        action=Repeated,
         default=None,
-        help="whose actions, and whose smallest world unless --world (default: default)",
+        help="whose actions, and whose smallest world unless --world: a shipped scenario or "
+        "a .toml path (default: default)",
     )
     ex.add_argument("--world", default=None, help="explore the world of this report's .json")
     ex.add_argument("--depth", type=positive, default=5, help="longest action sequence to try")
@@ -69,28 +76,35 @@ def add_parser(command: NewCommand) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     config = None
-    scenario = args.scenario
+    single(args.sut, "--sut", "explore", "explore one scheduler at a time")
+    single(args.scenario, "--scenario", "explore", "it explores one scenario's world exhaustively")
+    spec, scenario = args.sut[0], args.scenario[0] if args.scenario else None
+    if scenario in scenarios.GROUPS:
+        raise BadInput(
+            f"explore explores one scenario's world exhaustively, not the group {scenario!r}: "
+            "name one scenario ('peftlife scenarios' lists them)"
+        )
     if args.world is not None:
         try:
             case = reports.load_json(Path(args.world))
         except reports.ReportError as err:
             raise BadInput(str(err)) from err
-        config, scenario = case.config, args.scenario or case.scenario
+        config, scenario = case.config, scenario or case.scenario
     scenario = scenario or "default"
     if args.invariant is not None and args.invariant not in registry.BY_NAME:
         raise BadInput(
             f"unknown invariant {args.invariant!r}; `peftlife invariants` lists the names"
         )
-    subject = validate(args.sut, scenario)
+    subject = validate(spec, scenario)
     outputs_writable(args)
-    s = scenarios.for_sut(scenarios.load(scenario), args.sut)
+    s = scenarios.for_sut(scenarios.load(scenario), spec)
     world = config or scenarios.smallest_world(s)
     if config is None and not args.quiet:
-        note_sut_world(args.sut, [scenario], console)
+        note_sut_world(spec, [scenario], console)
     prompts = _lengths("--prompt-lens", args.prompt_lens)
     output_lens = _lengths("--max-new-tokens", args.max_new_tokens)
     letters = Alphabet.of(s, world, prompts, output_lens)
-    label = f"exploring {args.sut} in {scenario}"
+    label = f"exploring {spec} in {scenario}"
     start = time.perf_counter()
     with progress(console, label, args.max_states, show=not args.quiet, unit="states") as emit:
         result = explore(
@@ -108,11 +122,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if result.passed_over is not None:  # what --invariant looked past, for whoever wonders
         other = result.passed_over
         notes += (
-            f"passed over a failure on {other.invariant} at {len(other.run.actions)} actions "
+            f"passed over a failure on {other.invariant} at "
+            f"{count(len(other.run.actions), 'action')} "
             f"(--invariant {args.invariant})",
         )
     summary = ExplorationSummary(
-        args.sut,
+        spec,
         scenario,
         result.states,
         result.depth,
@@ -131,7 +146,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 f"no {violation} up to depth {result.depth}; the state limit "
                 f"({args.max_states}) stopped depth {result.depth + 1} (raise --max-states)"
             )
-        console.print(f"explored {result.states} states of {args.sut} in {scenario}: {verdict}")
+        console.print(
+            f"explored {count(result.states, 'state')} of {spec} in {scenario}: {verdict}"
+        )
         for note in notes:
             console.print(f"note: {note}")
         outputs.write(outputs.for_exploration(summary, "", ""), targets(args))
@@ -139,8 +156,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     case = reports.Case.from_failure(result.failure, profile=reports.EXPLORED)
     outcome, paths = teller(args, console).case(case, reports.replay(case, subject))
     console.print(
-        f"explored {result.states} states: a shortest counterexample has "
-        f"{len(case.actions)} actions{written(paths)}"
+        f"explored {count(result.states, 'state')}: a shortest counterexample has "
+        f"{count(len(case.actions), 'action')}{written(paths)}"
     )
     finding, story, details = for_ci(case, outcome, paths, result.failure.invariant)
     summary = attrs.evolve(summary, finding=finding)

@@ -21,27 +21,37 @@ from peftlife.doors.cli.common import (
     ALL_SCENARIOS,
     EXIT_FOUND,
     EXIT_HELD,
+    SCENARIO_HELP,
     SUT_HELP,
     BadInput,
     NewCommand,
+    Repeated,
     common_options,
     note_sut_world,
     outputs_writable,
     positive,
+    scenario_words,
+    searched,
     shrink_timeout_option,
+    single,
     targets,
     validate,
 )
 from peftlife.doors.outputs.records import CampaignSummary
 from peftlife.doors.outputs.story import note_unchecked
-from peftlife.search import database, scenarios
+from peftlife.search import database
 
 
 def add_parser(command: NewCommand) -> None:
     fuzz = command("fuzz", "a long campaign over many workers sharing one example database")
-    fuzz.add_argument("--sut", default="reference", help=SUT_HELP)
     fuzz.add_argument(
-        "--scenario", default="all", help="'all' (default), a shipped scenario or a .toml path"
+        "--sut", action=Repeated, default=("reference",), help=f"{SUT_HELP} (default: reference)"
+    )
+    fuzz.add_argument(
+        "--scenario",
+        action=Repeated,
+        default=(ALL_SCENARIOS,),
+        help=f"{SCENARIO_HELP}; repeatable: every one named takes turns (default: all)",
     )
     fuzz.add_argument(
         "--workers",
@@ -80,9 +90,10 @@ def add_parser(command: NewCommand) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    names = scenarios.shipped_names() if args.scenario == ALL_SCENARIOS else [args.scenario]
-    for name in names:
-        validate(args.sut, name)
+    single(args.sut, "--sut", "fuzz", "start one campaign per scheduler")
+    spec = args.sut[0]
+    names = searched(args.scenario)
+    validate(spec)
     if args.duration is not None and args.duration <= 0:
         raise BadInput(f"--duration must be a positive number of seconds, not {args.duration}")
     if args.max_restarts < 0:
@@ -95,7 +106,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         except database.DatabaseError as err:
             raise BadInput(str(err)) from err
     plan = campaigns.Plan(
-        sut=args.sut,
+        sut=spec,
         scenarios=tuple(names),
         workers=args.workers,
         profile=args.profile,
@@ -108,7 +119,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         shrink_timeout=args.shrink_timeout,
     )
     if not args.quiet:
-        note_sut_world(args.sut, names, console)
+        note_sut_world(spec, names, console)
     campaign = campaigns.Campaign(plan, console, quiet=args.quiet)
     campaign.run()
     campaign.summary()
@@ -124,11 +135,11 @@ def _rerun_command(args: argparse.Namespace, plan: campaigns.Plan) -> str:
     """The command that starts the same campaign: its slices get the same seeds.
 
     >>> plan = campaigns.Plan("reference", ("default",), 2, "nightly", 7, Path("r"), duration=60.0)
-    >>> print(_rerun_command(argparse.Namespace(scenario="default", max_examples=None), plan))
+    >>> print(_rerun_command(argparse.Namespace(scenario=["default"], max_examples=None), plan))
     peftlife fuzz --sut reference --scenario default --workers 2 --profile nightly --duration 60 \
 --seed 7
     """
-    words = [f"peftlife fuzz --sut {plan.sut} --scenario {args.scenario}"]
+    words = [f"peftlife fuzz --sut {plan.sut} --scenario {scenario_words(args.scenario)}"]
     words.append(f"--workers {plan.workers} --profile {plan.profile}")
     if args.max_examples is not None:
         words.append(f"--max-examples {args.max_examples}")

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from peftlife.checker.registry import REGISTRY
-from peftlife.doors.cli.common import EXIT_HELD, NewCommand
+from peftlife.doors.cli.common import EXIT_HELD, NewCommand, print_table
 
 
 def add_parser(command: NewCommand) -> None:
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     table.add_column("what it says", overflow="fold", ratio=2)
     for i in REGISTRY:
         table.add_row(i.number, i.name, i.scope.text.replace("`", ""), i.meaning)
-    console.print(table)
+    print_table(console, table)
     return EXIT_HELD
 
 

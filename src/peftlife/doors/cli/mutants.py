@@ -26,6 +26,7 @@ from peftlife.doors.cli.common import (
     common_options,
     outputs_writable,
     positive,
+    print_table,
     shrink_timeout_option,
     targets,
     writable,
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     show = not args.quiet
     with progress(console, "mutant gate", len(runs), show=show, unit="runs") as emit:
         table = gate.run_gate(runs, jobs=args.jobs, emit=emit)
-    console.print(gate_table([row.cells() for row in table.rows]))
+    print_table(console, gate_table([row.cells() for row in table.rows]))
     console.print(table.verdict)
     if seed is not None:
         console.print(f"seed {seed}: rerun with {rerun_command(args.profile, seed)}")
@@ -119,5 +120,5 @@ def _list_mutants(console: Console) -> int:
     table.add_column("caught by", overflow="fold")
     for m in CATALOGUE:
         table.add_row(m.name, m.description, ", ".join(m.acceptable))
-    console.print(table)
+    print_table(console, table)
     return EXIT_HELD

@@ -19,7 +19,9 @@ from peftlife.doors.cli.common import (
     EXIT_HELD,
     BadInput,
     NewCommand,
+    Repeated,
     common_options,
+    single,
     validate,
 )
 
@@ -32,12 +34,16 @@ def add_parser(command: NewCommand) -> None:
         metavar="report",
         help="a report's .json file; several (a glob) are replayed in turn, exit 1 if any fails",
     )
-    replay.add_argument("--sut", default=None, help="replay against this scheduler instead")
+    replay.add_argument(
+        "--sut", action=Repeated, default=None, help="replay against this scheduler instead"
+    )
     common_options(replay, "replay", quiet={"help": "only the exit code"})
     replay.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    single(args.sut, "--sut", "replay", "replay on each scheduler in turn")
+    instead = args.sut[0] if args.sut else None
     cases = []
     # Each SUT once, however many reports name it.
     resolved: dict[str, sut.Resolved] = {}
@@ -46,7 +52,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             case = reports.load_json(Path(path))
         except reports.ReportError as err:
             raise BadInput(str(err)) from err
-        spec = args.sut or case.sut
+        spec = instead or case.sut
         if spec not in resolved:
             resolved[spec] = validate(spec)
         cases.append(attrs.evolve(case, sut=spec))

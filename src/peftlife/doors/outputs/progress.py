@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from peftlife.search import events
+from peftlife.world.words import count
 
 # Seconds between two heartbeat lines off a terminal.
 HEARTBEAT = 5.0
@@ -90,7 +91,7 @@ def _bar(console: Console, label: str, total: int | None, unit: str) -> Iterator
         task = bar.add_task(label, total=total, iterations="")
 
         def show(done: int, iterations: int, phase: str | None) -> None:
-            more = f", {iterations} iterations" if iterations else ""
+            more = f", {count(iterations, 'iteration')}" if iterations else ""
             more += f" · {phase}" if phase else ""
             bar.update(task, completed=done, iterations=more)
 
@@ -109,7 +110,7 @@ def _heartbeat(
         while not stop.wait(every):
             done, iterations, phase = state
             of = f"/{total}" if total else ""
-            more = f", {iterations} iterations" if iterations else ""
+            more = f", {count(iterations, 'iteration')}" if iterations else ""
             now = f", {phase}" if phase else ""
             elapsed = time.perf_counter() - start
             line = f"{label}: {done}{of} {unit}{more}{now}, {elapsed:.0f} s"

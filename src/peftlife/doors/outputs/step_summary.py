@@ -94,7 +94,7 @@ def campaign(s: CampaignSummary) -> str:
     title = f"peftlife fuzz: {'passed' if s.ok else 'FAILED'} ({s.profile} profile)"
     where = ", ".join(f"`{name}`" for name in s.scenarios)
     line = (
-        f"`{s.sut}` in {where}: {s.examples} examples in {s.seconds:.1f} s on "
+        f"`{s.sut}` in {where}: {count(s.examples, 'example')} in {s.seconds:.1f} s on "
         f"{count(s.workers, 'worker')}, base seed {s.seed}"
         + (" (interrupted)" if s.interrupted else "")
     )
@@ -128,7 +128,7 @@ def exploration(s: ExplorationSummary, details: str = "") -> str:
     title = f"peftlife explore: {'passed' if s.ok else 'FAILED'}"
     found = "" if s.finding is None else f" (`{s.finding.invariant}`)"
     text = (
-        f"### {title}\n\n`{s.sut}` in `{s.scenario}`: {s.states} states in "
+        f"### {title}\n\n`{s.sut}` in `{s.scenario}`: {count(s.states, 'state')} in "
         f"{s.seconds:.1f} s, {s.verdict}{found}\n"
     )
     text += _bullets("warning", s.warnings())
@@ -144,7 +144,7 @@ def diff(s: DiffSummary, details: str = "") -> str:
         return details
     return (
         f"### peftlife diff: `{s.a}` and `{s.b}` behave the same\n\n"
-        f"{s.examples} examples in {s.where} ({s.profile} profile)\n"
+        f"{count(s.examples, 'example')} in {s.where} ({s.profile} profile)\n"
     )
 
 
