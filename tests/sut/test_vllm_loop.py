@@ -35,7 +35,8 @@ QUEUES = {
     "pp4-4": TinyConfig(pipeline_parallel_size=4),
 }
 
-# A user's actions between steps: (step, "abort" or "eos", request id).
+# A user's actions before a step: (step, kind, request id); the kinds are "abort"
+# (between steps), "abort_during" (while the step runs) and "eos".
 Actions = list[tuple[int, str, str]]
 
 
@@ -44,7 +45,10 @@ def drive(driver: Driver, actions: Sequence[tuple[int, str, str]] = ()) -> list[
     steps: list[Step] = []
     for n in range(BOUND):
         for _, kind, rid in (a for a in actions if a[0] == n):
-            driver.abort(rid) if kind == "abort" else driver.draw_eos(rid)
+            if kind == "eos":
+                driver.draw_eos(rid)
+            else:
+                driver.abort(rid, during_step=kind == "abort_during")
         steps.append(driver.step())
         if not driver.busy:
             return steps
@@ -58,7 +62,8 @@ def _requests(driver: Driver) -> dict[str, Any]:
 def seeded(checkout: Checkout, seed: int, loop: TinyConfig) -> tuple[TinyConfig, list[Step]]:
     """test_vllm.py's workload ``seed`` with prefix caching, under ``loop``'s engine core loop.
 
-    Each request may also draw an end of sequence at a step chosen by the seed.
+    Each request may also draw an end of sequence at a step chosen by the seed;
+    the aborts of odd seeds come while their step runs.
     """
     config, requests, aborts = workload(seed, prefix_caching=True)
     config = attrs.evolve(
@@ -67,7 +72,8 @@ def seeded(checkout: Checkout, seed: int, loop: TinyConfig) -> tuple[TinyConfig,
         pipeline_parallel_size=loop.pipeline_parallel_size,
     )
     rng = random.Random(10_000 + seed)
-    actions: Actions = [(n, "abort", rid) for n, rid in aborts.items()]
+    abort = "abort_during" if seed % 2 else "abort"
+    actions: Actions = [(n, abort, rid) for n, rid in aborts.items()]
     driver = Driver(checkout, config)
     for rid, _, max_tokens, adapter, tokens in requests:
         driver.submit(rid, tokens, max_tokens, adapter)
@@ -188,6 +194,26 @@ def test_an_abort_while_its_batch_is_in_flight(checkout: Checkout, loop: str) ->
 
 
 @pytest.mark.parametrize("loop", ["sync", *QUEUES])
+def test_an_abort_during_a_step_is_done_before_its_output(checkout: Checkout, loop: str) -> None:
+    base = QUEUES.get(loop, TinyConfig())
+    driver = Driver(checkout, attrs.evolve(base, num_blocks=16, max_loras=2))
+    driver.submit("a", prompt(6), 6, 1)
+    driver.submit("b", prompt(6), 6, 2)
+    steps = [driver.step() for _ in range(2)]
+    driver.abort("a", during_step=True)
+    steps.append(driver.step())
+    # A step that takes an output aborts a just before update_from_output (the
+    # aborts queue); one that takes none leaves it to the input queue.
+    assert ("a" in steps[-1].live_after) is not steps[-1].processed
+    if loop == "sync":  # the batch taken is the one just launched, which ran a
+        assert "a" in steps[-1].taken
+    steps += drive(driver)
+    assert all("a" not in s.tokens for s in steps[3:])
+    assert "a" not in driver.pool.holders
+    assert findings(steps, Limits(adapter_slots=2, block_size=4)) == []
+
+
+@pytest.mark.parametrize("loop", ["sync", *QUEUES])
 def test_a_drawn_eos_ends_the_request(checkout: Checkout, loop: str) -> None:
     base = QUEUES.get(loop, TinyConfig())
     driver = Driver(checkout, attrs.evolve(base, num_blocks=16))
@@ -239,6 +265,13 @@ def test_the_adapter_set_follows_the_releases_lora_request_equality(
     # 0.33.0's LoRARequest compares names only, so the step asks for one adapter;
     # 0.34.0's compares the name and the id (its __eq__: "the engine needs both").
     assert ids == ([1] if checkout.release.version == "0.33.0" else [1, 2])
+    if checkout.release.version == "0.33.0":
+        # The worker activates that one, and mapping id 2's tokens to a slot fails
+        # (the punica wrapper's convert_mapping): the engine core dies.
+        assert step.slot_error and "ValueError" in step.slot_error
+        assert step.slots is not None and 2 not in step.slots.slots and not driver.busy
+    else:
+        assert step.slot_error is None and step.slots and set(step.slots.slots) == {1, 2}
 
 
 LORA_KEY = 'return [("lora", lora_request.lora_name, lora_request.lora_path)]'
