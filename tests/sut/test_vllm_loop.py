@@ -268,10 +268,10 @@ def test_the_adapter_set_follows_the_releases_lora_request_equality(
     if checkout.release.version == "0.33.0":
         # The worker activates that one, and mapping id 2's tokens to a slot fails
         # (the punica wrapper's convert_mapping): the engine core dies.
-        assert step.slot_error and "ValueError" in step.slot_error
+        assert step.raised and "ValueError" in step.raised
         assert step.slots is not None and 2 not in step.slots.slots and not driver.busy
     else:
-        assert step.slot_error is None and step.slots and set(step.slots.slots) == {1, 2}
+        assert step.raised is None and step.slots and set(step.slots.slots) == {1, 2}
 
 
 LORA_KEY = 'return [("lora", lora_request.lora_name, lora_request.lora_path)]'

@@ -1,4 +1,4 @@
-"""vLLM's engine core loop with the worker's LoRA slots: each step's set applied, and an operator's calls.
+"""vLLM's engine core loop with the worker's LoRA slots: each step's set, an operator's calls.
 
 Every test runs on vLLM 0.33.0 and 0.34.0 (``checkout``, as in test_vllm.py).
 Each launched batch's adapter set goes to vLLM's own slot managers
@@ -9,6 +9,7 @@ checks read the slots back after vLLM applied it. ``add_lora``,
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import attrs
@@ -49,7 +50,10 @@ def test_each_step_applies_its_set_to_vllms_own_slot_manager(checkout: Checkout)
     # What the punica kernels were mapped to: each scheduled token's adapter id.
     assert step.slots.kernel is not None
     assert sorted(step.slots.kernel.token_ids) == [0] * 2 + [1] * 5 + [2] * 3
-    assert driver.slots.files.loads == [(1, "adapter-1", "/adapters/1", 1), (2, "adapter-2", "/adapters/2", 1)]
+    assert driver.slots.files.loads == [
+        (1, "adapter-1", "/adapters/1", 1),
+        (2, "adapter-2", "/adapters/2", 1),
+    ]
     assert _found([step, *drive(driver)], driver.config) == []
 
 
@@ -65,7 +69,7 @@ def test_every_needed_adapter_is_in_a_slot_on_the_seeded_workloads(
         tables = [s.slots.slots for s in steps if s.slots is not None]
         evicting += any(
             old is not None and new != old
-            for before, after in zip(tables, tables[1:], strict=False)
+            for before, after in itertools.pairwise(tables)
             for old, new in zip(before, after, strict=True)
         )
     # Up to three adapters over one or two slots: most runs evict a slot in use
@@ -73,25 +77,30 @@ def test_every_needed_adapter_is_in_a_slot_on_the_seeded_workloads(
     assert needing >= 300 and evicting >= 20, (needing, evicting)
 
 
-@pytest.mark.parametrize("loop", ["sync", "async-2"])
-def test_dropping_the_max_loras_skip_is_found_in_vllms_slot_manager(
+@pytest.mark.parametrize("loop", list(LOOPS), ids=list(LOOPS))
+def test_dropping_the_max_loras_skip_is_found_where_vllm_raises(
     checkout: Checkout, loop: str
 ) -> None:
     mutant = Checkout(checkout.path, {"v1/core/sched/scheduler.py": [(MAX_LORAS_SKIP, "False")]})
-    raised = 0
+    by_slots = by_scheduler = 0
     for seed in SEEDS:
         config, steps = seeded(mutant, seed, LOOPS[loop])
-        found = _found(steps, config)
-        slot = [f for f in found if "V6 raised_in_vllm" in f]
-        if slot:
-            # vLLM's worker refuses the step's set: one adapter more than slots.
-            assert "RuntimeError: Number of requested" in slot[0], slot
-            assert "at vllm/lora/worker_manager.py:" in slot[0], slot
-            assert "in _apply_adapters" in slot[0], slot
-            assert steps[-1].slot_error is not None  # the engine core died there
-        raised += bool(slot)
-    # 27 of the 80 seeded runs on both releases and both loops.
-    assert raised >= 20, raised
+        raised = [f for f in _found(steps, config) if "V6 raised_in_vllm" in f]
+        assert len(raised) <= 1 and (not raised or steps[-1].raised), seed  # the engine died
+        if raised and "the slot manager raised" in raised[0]:
+            # vLLM's worker refuses the step's set: more adapters than GPU slots.
+            assert "RuntimeError: Number of requested" in raised[0], raised
+            assert "at vllm/lora/worker_manager.py:" in raised[0], raised
+            assert "in _apply_adapters" in raised[0], raised
+            by_slots += 1
+        elif raised:
+            # The extra adapter was not in the step's batch; the next schedule()
+            # trips the scheduler's own assert on the running requests' adapters.
+            assert "the scheduler raised AssertionError" in raised[0], raised
+            assert "at vllm/v1/core/sched/scheduler.py:" in raised[0], raised
+            by_scheduler += 1
+    # On both releases: 28, 26 and 28 of the 80 runs (sync, async-2, pp4-4).
+    assert by_slots + by_scheduler >= 25 and by_slots >= 15, (by_slots, by_scheduler)
 
 
 def test_the_check_fires_on_a_slot_table_without_the_adapter(checkout: Checkout) -> None:
@@ -162,9 +171,9 @@ def test_pin_lora_keeps_its_slot_while_others_take_turns(checkout: Checkout) -> 
     driver.pin_lora(3)
     driver.submit("late", prompt(3), 1, 2)
     late = drive(driver)[-1]
-    assert late.slot_error is not None and "at vllm/utils/cache.py:" in late.slot_error
+    assert late.raised is not None and "at vllm/utils/cache.py:" in late.raised
     assert not driver.busy
-    found = _found(late and [late], driver.config)
+    found = _found([late], driver.config)
     assert any("V6 raised_in_vllm" in f for f in found), found
 
 

@@ -90,7 +90,7 @@ class Step(Protocol):
     @property
     def slots(self) -> SlotState | None: ...
     @property
-    def slot_error(self) -> str | None: ...
+    def raised(self) -> str | None: ...
     @property
     def weights(self) -> Mapping[tuple[str, str], int]: ...
 
@@ -258,12 +258,13 @@ def adapters_in_gpu_slots(i: int, step: Step) -> Iterator[str]:
     >>> from types import SimpleNamespace as S
     >>> sql = S(adapter_name="sql", adapter_id=1, adapter_path="/sql")
     >>> state = S(slots=(2, None), names={2: ("chat", "/chat")}, versions={2: 1})
-    >>> step = S(needed={"a": sql}, slots=state, slot_error=None, weights={})
-    >>> list(adapters_in_gpu_slots(4, step))
-    ['step 4: V2 adapter_in_gpu_slot: a runs under sql (id 1), which is in no GPU slot of (2, None)']
+    >>> step = S(needed={"a": sql}, slots=state, raised=None, weights={})
+    >>> print(*adapters_in_gpu_slots(4, step))  # doctest: +NORMALIZE_WHITESPACE
+    step 4: V2 adapter_in_gpu_slot: a runs under sql (id 1),
+    which is in no GPU slot of (2, None)
     """
     state = step.slots
-    if state is None or step.slot_error is not None:
+    if state is None or step.raised is not None:
         return
     for rid, adapter in sorted(step.needed.items()):
         lora_id = adapter.adapter_id or 0
@@ -275,7 +276,8 @@ def adapters_in_gpu_slots(i: int, step: Step) -> Iterator[str]:
         elif state.names.get(lora_id) != files:
             yield f"{who}, whose slot holds {state.names.get(lora_id)}"
         elif state.versions.get(lora_id) != newest:
-            yield f"{who}, whose slot holds weight version {state.versions.get(lora_id)}, not {newest}"
+            held = state.versions.get(lora_id)
+            yield f"{who}, whose slot holds weight version {held}, not {newest}"
 
 
 def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
@@ -291,8 +293,8 @@ def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
         found.extend(_step_findings(i, step, limits))
         found.extend(prefix_hits_keep_identity(i, step.cache_events, filled_by))
         found.extend(adapters_in_gpu_slots(i, step))
-        if step.slot_error is not None:
-            found.append(f"step {i}: V6 raised_in_vllm: the slot manager raised {step.slot_error}")
+        if step.raised is not None:
+            found.append(f"step {i}: V6 raised_in_vllm: {step.raised}")
         # A step reports the requests the previous step's output ended.
         ended.update(step.finished)
         for rid in sorted(ended & set(step.tokens)):

@@ -27,8 +27,8 @@ worker's slots after they applied the step's adapter set.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -42,8 +42,10 @@ from peftlife.sut.adapters.vllm.observe import (
 )
 from peftlife.sut.adapters.vllm.releases import Additions
 from peftlife.sut.adapters.vllm.runner import EOS, Batch, ModelRunner
-from peftlife.sut.adapters.vllm.slots import SlotState, Slots
+from peftlife.sut.adapters.vllm.slots import Slots, SlotState, raised_at
 from peftlife.sut.adapters.vllm.standins import Fields, StructuredOutputManager
+
+T = TypeVar("T")
 
 HASH = "sha256"  # the prefix-caching hash vLLM's engine core picks by this name
 
@@ -101,7 +103,7 @@ class Step:
     lora_requests: frozenset[Identity]  # the adapter set the model runner assembled
     needed: dict[str, Identity]  # scheduled request id -> the adapter its tokens run under
     slots: SlotState | None  # the worker's slots after applying the launched batch's set
-    slot_error: str | None  # what vLLM's slot code raised applying it (the engine died)
+    raised: str | None  # what vLLM's code raised in the step, and where (the engine died)
     weights: dict[tuple[str, str], int]  # (adapter name, path) -> newest weight version
     computed: dict[str, int]  # scheduled request id -> num_computed_tokens after schedule()
     cached_tokens: dict[str, int]  # new request id -> tokens it found in the prefix cache
@@ -275,7 +277,8 @@ class Driver:
     def busy(self) -> bool:
         """What keeps the engine core's busy loop stepping: requests, or batches in flight.
 
-        An engine core whose worker raised has died (``EngineDeadError``): not busy.
+        An engine core whose scheduler or worker raised has died (``EngineDeadError``):
+        not busy, and not to be stepped again.
         """
         if self.dead is not None:
             return False
@@ -415,7 +418,7 @@ class Driver:
             else:
                 launched, taken = self._step_with_batch_queue()
             scheduled = self._read_schedule(launched, start, live)
-            if self.dead is not None:  # the worker raised: no output comes back
+            if self.dead is not None:  # vLLM's code raised: no output comes back
                 taken = None
             ended = self._take(taken, during) if taken is not None else {}
             self.input_aborts = during if taken is None else []
@@ -429,6 +432,7 @@ class Driver:
                 pool_after=read_pool(self.scheduler.kv_cache_manager),
                 live_after=frozenset(self.scheduler.requests),
                 processed=taken is not None,
+                raised=self.dead,
                 taken=tuple(taken.output.num_scheduled_tokens) if taken is not None else (),
             )
 
@@ -436,10 +440,25 @@ class Driver:
         """``schedule()`` and the launch of its batch, if the scheduler has requests."""
         if not self.scheduler.has_requests():
             return None
-        output = self.scheduler.schedule()
+        output = self._vllm("the scheduler", self.scheduler.schedule)
+        if output is None:
+            return None
         batch = self.runner.launch(output, self.scheduler.requests)
-        self.dead = batch.slot_error
+        if batch.slot_error is not None:
+            self.dead = f"the slot manager raised {batch.slot_error}"
         return batch
+
+    def _vllm(self, part: str, call: Callable[[], T]) -> T | None:
+        """``call()``, into vLLM's ``part``; what it raises kills the engine core.
+
+        As in vLLM, where an exception in the step function ends
+        ``run_busy_loop``: it is kept in ``dead`` with vLLM's file and line.
+        """
+        try:
+            return call()
+        except Exception as err:  # vLLM's code is the system under test
+            self.dead = f"{part} raised {raised_at(err, self.checkout.package)}"
+            return None
 
     def _step_with_batch_queue(self) -> tuple[Batch | None, Batch | None]:
         """``EngineCore.step_with_batch_queue`` (both releases): the batch launched, the one taken.
@@ -470,7 +489,8 @@ class Driver:
         if aborts:
             self._abort(aborts)
         requests = dict(self.scheduler.requests)
-        self.scheduler.update_from_output(batch.output, self.runner.model_output(batch))
+        output = self.runner.model_output(batch)
+        self._vllm("the scheduler", lambda: self.scheduler.update_from_output(batch.output, output))
         return {
             r: request.status.name
             for r, request in requests.items()
@@ -502,7 +522,7 @@ class Driver:
                 if requests[r].lora_request is not None and step_tokens[r]
             },
             slots=batch.slots if batch else None,
-            slot_error=batch.slot_error if batch else None,
+            raised=None,
             weights=dict(self.slots.files.versions),
             computed={r: requests[r].num_computed_tokens for r in scheduled},
             # A new request's computed tokens as scheduled: its prefix-cache hit.

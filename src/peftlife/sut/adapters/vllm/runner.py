@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from peftlife.sut.adapters.vllm.checkout import Checkout
-from peftlife.sut.adapters.vllm.slots import SlotState, Slots, SlotsRaised, set_active_loras
+from peftlife.sut.adapters.vllm.slots import Slots, SlotsRaised, SlotState, set_active_loras
 from peftlife.sut.adapters.vllm.standins import Fields
 
 TOKEN = 7  # the token the model samples, unless it draws an end of sequence

@@ -496,3 +496,17 @@ def set_active_loras(
     prompts = tuple(int(i) for i in prompt_mapping)
     tokens = tuple(int(i) for i in token_mapping)
     slots._set_active_loras(prompts, tokens, lora_requests)
+
+
+def raised_at(err: BaseException, package: Path) -> SlotError:
+    """Where in ``package`` (a ``vllm`` directory) an exception was raised, as ``SlotError``
+    says it: for code beside the slot managers (the scheduler, the KV cache
+    manager) that the same caller runs.
+
+    >>> try:
+    ...     raise ValueError("bad")
+    ... except ValueError as err:
+    ...     raised_at(err, Path("/nowhere")).message
+    'bad'
+    """
+    return _slot_error(err, package)
