@@ -194,26 +194,6 @@ def test_an_abort_while_its_batch_is_in_flight(checkout: Checkout, loop: str) ->
 
 
 @pytest.mark.parametrize("loop", ["sync", *QUEUES])
-def test_an_abort_during_a_step_is_done_before_its_output(checkout: Checkout, loop: str) -> None:
-    base = QUEUES.get(loop, TinyConfig())
-    driver = Driver(checkout, attrs.evolve(base, num_blocks=16, max_loras=2))
-    driver.submit("a", prompt(6), 6, 1)
-    driver.submit("b", prompt(6), 6, 2)
-    steps = [driver.step() for _ in range(2)]
-    driver.abort("a", during_step=True)
-    steps.append(driver.step())
-    # A step that takes an output aborts a just before update_from_output (the
-    # aborts queue); one that takes none leaves it to the input queue.
-    assert ("a" in steps[-1].live_after) is not steps[-1].processed
-    if loop == "sync":  # the batch taken is the one just launched, which ran a
-        assert "a" in steps[-1].taken
-    steps += drive(driver)
-    assert all("a" not in s.tokens for s in steps[3:])
-    assert "a" not in driver.pool.holders
-    assert findings(steps, Limits(adapter_slots=2, block_size=4)) == []
-
-
-@pytest.mark.parametrize("loop", ["sync", *QUEUES])
 def test_a_drawn_eos_ends_the_request(checkout: Checkout, loop: str) -> None:
     base = QUEUES.get(loop, TinyConfig())
     driver = Driver(checkout, attrs.evolve(base, num_blocks=16))
@@ -328,11 +308,12 @@ def test_a_patch_that_matches_nothing_is_refused(checkout: Checkout) -> None:
         Checkout(checkout.path, {"v1/core/kv_cache_utils.py": [("no such line", "")]})
 
 
-@pytest.mark.parametrize("loop", list(QUEUES), ids=list(QUEUES))
+@pytest.mark.parametrize("loop", ["sync", *QUEUES])
 def test_an_abort_during_a_step_is_taken_before_its_output_or_before_the_next_step(
     checkout: Checkout, loop: str
 ) -> None:
-    driver = Driver(checkout, attrs.evolve(QUEUES[loop], num_blocks=16, max_loras=2))
+    base = QUEUES.get(loop, TinyConfig())
+    driver = Driver(checkout, attrs.evolve(base, num_blocks=16, max_loras=2))
     driver.submit("a", prompt(6), 6, 1)
     driver.submit("b", prompt(6), 6, 2)
     requests = _requests(driver)
@@ -341,8 +322,11 @@ def test_an_abort_during_a_step_is_taken_before_its_output_or_before_the_next_st
     during = driver.step()
     assert during.scheduled and "a" in during.live  # schedule() ran before it came
     steps.append(during)
-    # A queue of two is full after the second launch, so that step takes an output.
-    assert during.processed == (max_concurrent_batches(QUEUES[loop]) == 2)
+    # EngineCore.step takes the batch it launched, and a queue of two is full
+    # after the second launch: those steps take an output, a queue of four's not.
+    assert during.processed == (max_concurrent_batches(base) <= 2)
+    if loop == "sync":  # the batch taken is the one just launched, which ran a
+        assert "a" in during.taken
     if during.processed:
         # _process_aborts_queue, before update_from_output: a ended within the step.
         assert "a" not in during.live_after and "a" not in during.pool_after.holders
