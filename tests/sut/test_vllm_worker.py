@@ -153,6 +153,22 @@ def test_remove_lora_empties_its_slot_and_a_later_step_reads_it_again(checkout: 
     driver.submit("b", prompt(4), 1, 1)
     steps += drive(driver)
     assert [load[0] for load in driver.slots.files.loads] == [1, 1]
+    assert driver.list_loras() == {1}
+    assert _found(steps, driver.config) == []
+
+
+@pytest.mark.parametrize("loop", list(LOOPS), ids=list(LOOPS))
+def test_remove_lora_while_its_request_runs_is_read_again_by_the_next_step(
+    checkout: Checkout, loop: str
+) -> None:
+    driver = Driver(checkout, attrs.evolve(LOOPS[loop], num_blocks=16, max_loras=1))
+    driver.submit("a", prompt(4), 6, 1)
+    steps = [driver.step()]
+    assert driver.remove_lora(1) is True and driver.list_loras() == set()
+    steps += drive(driver)
+    # The next launch that runs a: vLLM's _apply_adapters reads it from disk again.
+    assert [load[0] for load in driver.slots.files.loads] == [1, 1]
+    assert any(s.needed for s in steps[1:])
     assert _found(steps, driver.config) == []
 
 

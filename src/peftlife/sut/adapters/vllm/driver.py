@@ -350,7 +350,7 @@ class Driver:
         status = self.checkout.request_status.FINISHED_ABORTED
         self.scheduler.finish_requests(request_ids, status)
 
-    # ---- an operator's calls: LLMEngine's add_lora, remove_lora, pin_lora ----
+    # ---- an operator's calls: LLMEngine's add_lora, remove_lora, pin_lora, list_loras ----
     # Each is LLMEngine -> EngineCore -> the executor's collective_rpc -> the
     # worker -> LoRAModelRunnerMixin, whose call on the slot manager runs here
     # (vllm/v1/engine/llm_engine.py, core.py; v1/worker/lora_model_runner_mixin.py,
@@ -390,6 +390,11 @@ class Driver:
         never evicted by either LRU.
         """
         return self.slots.pin(adapter)
+
+    def list_loras(self) -> frozenset[int]:
+        """``LLMEngine.list_loras``: the mixin's ``list_loras``, the worker's
+        ``list_adapters``, the ids in the CPU cache (read from vLLM's own cache)."""
+        return frozenset(self.slots.state().cpu)
 
     def draw_eos(self, request_id: str) -> None:
         """The model draws end of sequence as the next token of ``request_id`` the engine takes.
