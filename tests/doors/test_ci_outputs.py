@@ -23,13 +23,15 @@ from rich.console import Console
 
 import peftlife
 from peftlife.checker import registry
-from peftlife.doors import cli
+from peftlife.doors import cli, fuzz
 from peftlife.doors import outputs as ci
 from peftlife.doors.cli import check, mutants
 from peftlife.doors.outputs import junit, records, step_summary, unchecked
 from peftlife.doors.outputs import summary_json as json_of
 from peftlife.doors.outputs.progress import Display, progress
+from peftlife.reports import load_json, replay
 from peftlife.search import events, gate, scenarios
+from peftlife.search.defect import signature
 from peftlife.search.machine import COVERAGE_LABELS
 from peftlife.search.scenarios import shipped_names
 from peftlife.sut.mutants import BY_NAME, CATALOGUE
@@ -230,17 +232,19 @@ def test_the_scenarios_not_checked_are_read_from_every_name_a_run_gives() -> Non
 # ---- fuzz's campaign and explore's exploration ----
 
 
-def _defect(move: tuple[str, ...], trace: str) -> records.Defect:
-    reports = ((trace, f"r/{trace}.json"), (trace[::-1], f"r/{trace[::-1]}.json"))
+def _defect(move: tuple[str, ...], trace: str, written: bool = True) -> records.Defect:
+    report = f"r/{trace}.json" if written else ""
     story = "peftlife counterexample: ownership_follows_residency\n..."
+    first = fuzz.Seen(12.3, 480, 1, "kv-pressure", 7)
     return records.Defect(
         "ownership_follows_residency", move, 3, (1, 0), "default", 4, True, trace,
-        f"r/{trace}.json", reports, story,
+        report, ((trace, report),) if written else (), story, first=first,
+        unwritten="" if written else "No space left on device: r",
     )  # fmt: skip
 
 
 def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held() -> None:
-    defects = (_defect(("suspend_request",), "1234abcd"), _defect((), "5678ef00"))
+    defects = (_defect(("suspend_request",), "1234abcd"), _defect((), "5678ef00", written=False))
     campaign = records.CampaignSummary(
         "mutant:x", "ci", ("default", "kv-pressure"), 2, 7, 120, 3.5, 6, defects,
         crashes=("worker 1 died (exit code 3) in scenario default",),
@@ -255,15 +259,31 @@ def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held()
     ]
     assert all(case.failure for case in outputs.cases)
     assert outputs.cases[0].failure == "counterexample: ownership_follows_residency, found 3 times"
-    assert "r/dcba4321.json" in outputs.cases[0].details  # every report of the defect
+    # One report per defect, and where and when it was first met.
+    assert "found 3 times, first 12 s, kv-pressure, worker 1; its report: r/1234abcd.json" in (
+        outputs.cases[0].details
+    )
+    props = [dict(case.properties) for case in outputs.cases[:2]]
+    assert props[0]["peftlife_first_seen"] == "12 s, kv-pressure, worker 1"
+    # A report that could not be written: the case says why, and still fails.
+    assert "peftlife_report" not in props[1]
+    assert props[1]["peftlife_report_error"] == "not written: No space left on device: r"
     xml = junit.render("peftlife fuzz", outputs.cases)
     assert 'tests="3" failures="3"' in xml
     data = json_of.of(campaign)
     assert data["ok"] is False and data["found"] == 6
     assert [d["reports"] for d in data["defects"]] == [dict(d.reports) for d in defects]
-    # Every trace is a finding, so the summary is a baseline of the whole campaign.
-    assert len(data["findings"]) == 4 and {f["known"] for f in data["findings"]} == {False}
+    assert data["defects"][0]["first"] == {
+        "seconds": 12.3, "examples": 480, "worker": 1, "scenario": "kv-pressure", "seed": 7
+    }  # fmt: skip
+    assert data["defects"][1]["report"] is None
+    assert data["defects"][1]["not_written"] == "No space left on device: r"
+    # Each defect's shortest trace is a finding: the summary is a baseline of the campaign.
+    assert [f["trace"] for f in data["findings"]] == ["1234abcd", "5678ef00"]
+    assert {f["known"] for f in data["findings"]} == {False}
     assert "- crash: worker 1 died" in outputs.markdown
+    assert "| 12 s, kv-pressure, worker 1 | `r/1234abcd.json` |" in outputs.markdown
+    assert "not written (No space left on device: r)" in outputs.markdown
 
     held = attrs.evolve(campaign, found=0, defects=(), crashes=())
     (case,) = ci.for_campaign(held).cases
@@ -344,6 +364,37 @@ def test_an_excluded_invariant_is_searched_past() -> None:
     # The report tells the same: its replay ignores the excluded invariant too.
     report = json.loads(Path(finding["report"]).read_text("utf-8"))
     assert first not in {v["invariant"] for v in report["violations"]}
+
+
+def test_keep_going_reports_each_distinct_defect_once_up_to_max_failures(tmp_path: Path) -> None:
+    argv = ["check", "--sut", "mutant:draft_not_suspended", "--scenario", "chunked-prefill"]
+    argv += ["--profile", "ci", "-q"]
+    assert cli.main(argv) == cli.EXIT_FOUND
+    (alone,) = summary_json()["findings"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main([*argv, "--max-failures", "3", "--junit-xml", "j.xml"])
+    assert code == cli.EXIT_FOUND
+    data = summary_json()
+    findings = data["findings"]
+    # The first is the one a check that stops at it finds; the search went on past it.
+    assert len(findings) == 3 and findings[0] == alone
+    assert [r["examples"] for r in data["runs"]] == sorted({r["examples"] for r in data["runs"]})
+    # Each defect once: no two reports' cases break the invariant by the same calls.
+    cases = [load_json(Path(f["report"])) for f in findings]
+    named = {signature(replay(case)) for case in cases}
+    assert len(named) == 3
+    assert out.getvalue().count("counterexample found after") == 3
+    assert data["rerun"].endswith("--max-failures 3")
+    junit_cases = list(ET.parse(tmp_path / "j.xml").getroot().iter("testcase"))
+    stories = set()
+    for case, finding in zip(junit_cases, findings, strict=True):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props["peftlife_trace"] == finding["trace"]
+        story = case.findtext("failure") or ""
+        assert story.startswith(f"peftlife counterexample: {finding['invariant']}")
+        stories.add(story)
+    assert len(stories) == 3  # each case its own finding's story
 
 
 def test_an_unknown_invariant_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

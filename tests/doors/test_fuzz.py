@@ -31,6 +31,7 @@ from peftlife.doors import fuzz
 from peftlife.reports import Case, load_json, replay, to_json, write
 from peftlife.search import events
 from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
+from peftlife.search.defect import Signature, signature
 from peftlife.search.shrink import ShrinkProgress
 from peftlife.search.trace import Action
 from peftlife.world.config import EngineConfig
@@ -121,7 +122,9 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 def _peftlife(*args: str, cwd: Path, **env_vars: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(TESTS), **env_vars}
+    # The tests' helpers on the path, before whatever the run was given (a tree's sources).
+    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, **env_vars}
     return subprocess.run(
         [sys.executable, "-m", "peftlife.doors.cli", *args],
         cwd=cwd,
@@ -181,7 +184,7 @@ def test_a_finding_saved_by_fuzz_is_replayed_first_by_a_fresh_check(
     assert examples <= 2, check.stdout
 
 
-def test_one_defect_is_one_row_and_every_report_is_kept(tmp_path: Path) -> None:
+def test_one_defect_is_one_row_and_one_report(tmp_path: Path) -> None:
     result = _peftlife(
         *_fuzz("--sut", "mutant:draft_not_suspended", "--scenario", "chunked-prefill",
                "--workers", "2", "--seed", "6", "--max-examples", "60",
@@ -196,14 +199,18 @@ def test_one_defect_is_one_row_and_every_report_is_kept(tmp_path: Path) -> None:
     )
     announced = re.findall(r"^finding: .*", result.stdout, re.M)
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  draft_")]
-    # The last columns: found, workers, and the shortest report's actions and hash.
-    # One row, and one announcement, per defect; every distinct trace keeps its reports.
+    # One row, one announcement and one report per defect: its shortest case's.
     assert len(rows) == len(announced) == defects < findings, result.stdout
-    assert sum(int(row[-4]) for row in rows) == findings, result.stdout
     reports = _reports(tmp_path / "reports")
-    assert defects <= len(reports) <= findings, result.stdout
-    assert re.search(rf"^{len(reports)} reports?, every finding's, in", result.stdout, re.M)
-    assert any(row[-3] in ("0,1", "1,0") for row in rows), result.stdout
+    assert len(reports) == defects, result.stdout
+    assert re.search(rf"^{defects} reports?, one per defect, in", result.stdout, re.M)
+    summary = _summary(tmp_path)
+    assert sum(d["found"] for d in summary["defects"]) == findings
+    assert sorted(d["report"] for d in summary["defects"]) == sorted(map(str, reports))
+    assert any(d["workers"] in ([0, 1], [1, 0]) for d in summary["defects"]), result.stdout
+    for d in summary["defects"]:
+        assert d["first"]["worker"] in d["workers"] and d["first"]["seconds"] >= 0
+        assert d["first"]["scenario"] == "chunked-prefill"
 
 
 def test_quiet_keeps_only_the_summary(tmp_path: Path) -> None:
@@ -232,8 +239,10 @@ def test_a_worker_still_shrinking_at_the_end_is_ended_and_its_finding_written_un
     # Its own clock: the duration and the grace, then the summary. The process adds
     # its start (imports, spawning the worker) on a loaded machine.
     seconds = float(re.search(r"examples in ([\d.]+) s", result.stdout).group(1))  # type: ignore[union-attr]
-    assert seconds < duration + fuzz.STOP_GRACE_S + 1, result.stdout
-    assert took < duration + fuzz.STOP_GRACE_S + 10, result.stdout
+    # --duration is a clock by design; the margins only tell a stop from a campaign
+    # that ran on (the slow shrinker would take minutes), so a busy machine passes.
+    assert seconds < duration + fuzz.STOP_GRACE_S + 15, result.stdout
+    assert took < duration + fuzz.STOP_GRACE_S + 60, result.stdout
     assert "worker 0 was still busy" in result.stdout, result.stdout
     [report] = _reports(tmp_path / "reports")
     assert json.loads(report.read_text())["shrunk"] is False
@@ -486,7 +495,7 @@ TWO_REQUESTS_SHARING_ONE_ADAPTER = (
 
 
 def _defect(sut: str, scenario: str, config: EngineConfig, actions: tuple[Action, ...]) -> Any:
-    return fuzz.defect_key(replay(Case(sut, scenario, config, actions)))
+    return signature(replay(Case(sut, scenario, config, actions)))
 
 
 def test_one_defect_met_in_two_scenarios_is_one_group() -> None:
@@ -497,7 +506,7 @@ def test_one_defect_met_in_two_scenarios_is_one_group() -> None:
     assert (
         in_tight_lora_cache
         == in_default
-        == (
+        == Signature(
             "ownership_follows_residency",
             ("suspend_request", "try_allocate_generation"),
         )
@@ -509,7 +518,7 @@ def test_two_defects_breaking_one_invariant_are_two_groups() -> None:
     forgets_register = _defect(
         "mutant:no_reregister_on_resume", "tight-lora-cache", TIGHT_LORA_CACHE, SUSPENDED_BY_A_FAULT
     )
-    assert forgets_release[0] == forgets_register[0] == "ownership_follows_residency"
+    assert forgets_release.invariant == forgets_register.invariant == "ownership_follows_residency"
     assert forgets_release != forgets_register
 
 

@@ -21,7 +21,7 @@ REQUIRED = {
 }
 
 
-@pytest.mark.parametrize("command", [m.__name__.rsplit(".", 1)[-1] for m in cli.COMMANDS])
+@pytest.mark.parametrize("command", cli.COMMAND_NAMES)
 def test_an_unknown_option_points_at_its_commands_own_help(
     capsys: pytest.CaptureFixture[str], command: str
 ) -> None:

@@ -456,16 +456,20 @@ def test_a_profile_loaded_in_conftest_applies_as_hypothesis_applies_it(
 
 
 def test_without_a_loaded_profile_machines_keep_peftlifes_default(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("CI", raising=False)  # CI's default is peftlife-ci, not dev's 40
     pytester.makepyfile(test_machine=RETARGETED)
     result = pytester.runpytest_subprocess("--hypothesis-show-statistics", "-p", "no:randomly")
     assert re.search(r"peftlife: 40 examples,", result.stdout.str()), result.stdout.str()
 
 
 def test_a_finding_met_replaying_the_database_says_so_not_a_seed(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A random run, as on a developer's machine: CI's derandomized profile has a seed of
+    # its own to tell, and a run with a seed is the first half of this test.
+    monkeypatch.delenv("CI", raising=False)
     pytester.makepyfile(test_bad=NOT_SHRINKING)
     xml = pytester.path / "junit.xml"
     told = {}

@@ -6,11 +6,20 @@ searches scenario ``scenarios[(w + k) % len(scenarios)]`` with seed
 slice of a scenario replays the shared database (every failure any machine
 saved for this SUT and scenario); later ones only generate, so a known bug
 does not keep a worker from looking past it. Hypothesis saves every failure
-to the database as it is found. The worker sends the finding to the campaign at
-once, then shrinks it and sends the shrunk one; the campaign owns the clock, and
-writes the unshrunk finding of a worker it has to end while it is still
-shrinking. Every report is kept; the summary shows one row per defect
-(``defect_key``).
+to the database as it is found.
+
+A campaign shrinks each defect once (its ``defect.Signature``: the invariant and
+the scheduler's calls where it broke). A worker's search counts a finding of a
+defect it knows, no shorter than the defect's case so far, and goes on past it
+(``Hits``). Any other finding ends the slice: the worker claims it (``Claim``),
+and the campaign, which holds every defect, answers whether to shrink it: yes
+for a new defect, or for one whose hit starts shorter than its best so far;
+otherwise it is counted, not shrunk nor written. A granted worker shrinks and
+sends the shrunk case; the campaign owns the clock, and writes the unshrunk
+finding of a worker it has to end while it is still shrinking. One report per
+defect, its shortest: a shorter one replaces it. A report that cannot be written
+costs a line saying so, never the campaign: its story is told in the summary,
+and summary.json and the JUnit file are written still.
 
 Several machines run the same command against one Redis (``--database
 redis://host:port/db``): there is no protocol of our own between them, only
@@ -39,7 +48,7 @@ from rich.live import Live
 from rich.table import Table
 
 from peftlife import reports, sut
-from peftlife.search import events, profiles, shrink
+from peftlife.search import defect, events, profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
 from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import search
@@ -92,21 +101,68 @@ class Plan:
         return share + (1 if worker < extra else 0)
 
 
+# ---- what a worker and the campaign say to each other, besides ``events`` ----
+
+
+@attrs.frozen
+class Claim:
+    """A worker's finding that its own knowledge did not search past: may it shrink it?
+
+    The finding comes as the search met it (``found``: unshrunk, its report's
+    replay), so the campaign holds it even if the worker never says more.
+    """
+
+    found: Found
+    # The campaign's clock at the hit is when the claim arrives; these say where.
+    scenario: str
+    seed: int
+    source: int
+
+
+@attrs.frozen
+class Answer:
+    """The campaign's answer to a claim: shrink it or not, and the defect's best so far."""
+
+    shrink: bool
+    best: int
+
+
+@attrs.frozen
+class Hits:
+    """Findings of defects a worker's slice knew, and searched past: counted, by signature."""
+
+    hits: dict[defect.Signature, int]
+    source: int
+
+
 # ---- the worker process ----
 
 
-def _worker(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> None:
+def _worker(worker: int, first_slice: int, plan: Plan, out: Any, inbox: Any, stop: Any) -> None:
     # A broken pipe means the campaign is gone: nobody is left to tell.
     with contextlib.suppress(BrokenPipeError, EOFError):
-        _search_slices(worker, first_slice, plan, out, stop)
+        _search_slices(worker, first_slice, plan, out, inbox, stop)
 
 
-def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: Any) -> None:
+def _answer(inbox: Any, stop: Any) -> Answer | None:
+    """The campaign's answer to this worker's claim; None if it stops first."""
+    while not inbox.poll(0.1):
+        if stop.is_set():
+            return None
+    answer = inbox.recv()
+    assert isinstance(answer, Answer), answer
+    return answer
+
+
+def _search_slices(
+    worker: int, first_slice: int, plan: Plan, out: Any, inbox: Any, stop: Any
+) -> None:
     """Search slice after slice until the budget is spent or the campaign says stop.
 
     ``out`` is this worker's end of a pipe: a send is written before it returns,
     so what a worker announced is known even if the scheduler then ends the
-    process, or the campaign ends it in the middle of a shrink.
+    process, or the campaign ends it in the middle of a shrink. ``inbox`` brings
+    the campaign's answer to each claim.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the campaign decides when to stop
     tell: events.Handler = out.send
@@ -123,6 +179,8 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
     base = profiles.get(plan.profile)
     # The SUT, resolved once by this worker (a process of its own) for all its slices.
     subject: sut.Resolved | None = None
+    # Each defect the campaign told of, and its best case's length: searched past.
+    known: dict[defect.Signature, int] = {}
     while not stop.is_set():
         if budget is not None and examples >= budget:
             break
@@ -146,21 +204,34 @@ def _search_slices(worker: int, first_slice: int, plan: Plan, out: Any, stop: An
 
         try:
             subject = subject or sut.resolve(plan.sut)
-            result = search(subject, scenario, settings, seed=seed, progress=tick, shrink=False)
+            result = search(
+                subject, scenario, settings, seed=seed, progress=tick, shrink=False, known=known
+            )
             examples += result.examples
             tell(events.ExamplesRan(examples, source=worker))
-            if result.failure is not None:
-                # Sent before shrinking, which may outlast the campaign: the campaign
-                # then writes this one, unshrunk, rather than nothing.
-                tell(Found.of(result.failure, seed, plan.profile, subject, size).event(worker))
-                tell(events.PhaseStarted("shrinking", worker))
-                news = events.shrinking(tell, worker, SHRINK_NEWS_EVERY)
-                shrunk = minimized(
-                    result.failure, timeout=plan.shrink_timeout, progress=news, subject=subject
-                )
-                tell(Found.of(shrunk, seed, plan.profile, subject, size).event(worker))
+            if result.hits:
+                out.send(Hits(dict(result.hits), worker))
+            if (failure := result.failure) is not None:
+                # The claim carries the finding unshrunk: the campaign writes it, rather
+                # than nothing, should the shrink outlast the campaign.
+                found = Found.of(failure, seed, plan.profile, subject, size, result.signature)
+                out.send(Claim(found, scenario, seed, worker))
+                answer = _answer(inbox, stop)
+                if answer is None:
+                    break
+                known[found.signature] = answer.best
+                if answer.shrink:
+                    tell(events.PhaseStarted("shrinking", worker))
+                    news = events.shrinking(tell, worker, SHRINK_NEWS_EVERY)
+                    shrunk = minimized(
+                        failure, timeout=plan.shrink_timeout, progress=news, subject=subject
+                    )
+                    again = Found.of(shrunk, seed, plan.profile, subject, size, found.signature)
+                    tell(again.event(worker))
+                    known[found.signature] = min(answer.best, len(shrunk.run.actions))
         except ShrinkInterrupted as stop:  # Ctrl-C reached the shrink: its case so far
-            tell(Found.of(stop.failure, seed, plan.profile, subject, size).event(worker))
+            kept = Found.of(stop.failure, seed, plan.profile, subject, size, found.signature)
+            tell(kept.event(worker))
             break
         except KeyboardInterrupt:
             break
@@ -177,13 +248,15 @@ SHRINK_NEWS_EVERY = 0.25
 
 @attrs.frozen
 class Found:
-    """A finding as a worker sends it: its case and the case's replay.
+    """A finding as a worker sends it: its case, the case's replay, and its defect.
 
     The worker replays it, so the campaign never runs the scheduler's code.
     """
 
     case: reports.Case
     outcome: reports.Outcome
+    # Its defect, as the search met it: a shrunk case stays its unshrunk one's.
+    signature: defect.Signature
     # The examples its slice searched under its seed (``check --max-examples`` searches
     # the same only with the same budget), and whether it was met replaying the
     # database instead, which no seed finds again.
@@ -198,41 +271,18 @@ class Found:
         profile: str,
         subject: sut.Resolved | None = None,
         budget: int | None = None,
+        signature: defect.Signature | None = None,
     ) -> Found:
+        """``signature`` as the search read it; else (the scheduler took the search's
+        process down before it could) from this replay."""
         case = reports.Case.from_failure(failure, seed=seed, profile=profile, shrunk=failure.shrunk)
-        return cls(case, reports.replay(case, subject), budget, failure.replayed)
+        outcome = reports.replay(case, subject)
+        sig = signature or defect.signature(outcome)
+        return cls(case, outcome, sig, budget, failure.replayed)
 
     def event(self, worker: int) -> events.Found:
         """The finding as the worker tells it, this record its detail."""
-        return events.Found(defect_key(self.outcome)[0], self.case.shrunk, self, worker)
-
-
-def defect_key(outcome: reports.Outcome) -> tuple[str, tuple[str, ...]]:
-    """The defect a finding most likely shows: its invariant and the scheduler's move.
-
-    The move is the names of the manager methods the scheduler called in the
-    iteration that broke the invariant, each once, in name order. Left out is
-    what the generated world decides rather than the defect: which requests and
-    adapters (their ids), how many (so how often each method was called, and in
-    what order), in which pool (a draft pool repeats the target's calls), and the
-    executor's calls in that iteration (registering first chunks, freeing
-    finished requests), which follow from whatever else the world held. So one
-    defect met in several scenarios, or by several workers, is one group, while
-    two defects that break one invariant by different moves are two.
-    """
-    if not outcome.violations:  # a nondeterministic scheduler: the replay held
-        return "held on replay", ()
-    violation = outcome.violations[0]
-    step = next(
-        (
-            e.snapshot.step
-            for e in reversed(outcome.entries)
-            if e.snapshot.iteration == violation.iteration
-        ),
-        None,
-    )
-    calls = step.calls if step is not None else ()
-    return violation.invariant, tuple(sorted({c.method for c in calls if c.caller == "scheduler"}))
+        return events.Found(self.signature.invariant, self.case.shrunk, self, worker)
 
 
 # ---- the campaign ----
@@ -258,30 +308,70 @@ class WorkerState:
     shrinking: str | None = None
     # Ended by the campaign, still busy after the grace.
     ended: bool = False
+    # The campaign's end of the pipe that answers this worker's claims.
+    answers: Any = None
+
+
+@attrs.frozen
+class Seen:
+    """Where and when a defect was first met: the campaign's clock and examples then,
+    the worker, and its slice's scenario and seed."""
+
+    seconds: float
+    examples: int
+    worker: int
+    scenario: str
+    seed: int
+
+    def describe(self) -> str:
+        """Where and when, in a few words.
+
+        >>> Seen(12.3, 480, 1, "kv-pressure", 7).describe()
+        '12 s, kv-pressure, worker 1'
+        """
+        return f"{self.seconds:.0f} s, {self.scenario}, worker {self.worker}"
 
 
 @attrs.define
 class Group:
-    """The findings of one defect (``defect_key``): how many, who found them, the shortest."""
+    """The findings of one defect: how many, who found them, where first, its shortest case."""
 
-    invariant: str
-    move: tuple[str, ...]
+    # The defect's: its shrunk case's, once recorded (until then, the hit's).
+    signature: defect.Signature
+    first: Seen
+    # The shortest case so far (the first claim's, unshrunk, until one is recorded).
     shortest: reports.Case
-    # The shortest finding's Markdown report.
-    report: Path
+    # Its replay, for its story.
+    outcome: reports.Outcome
     workers: list[int]
-    count: int = 1
-    # The shortest finding's replay, for its story.
-    outcome: reports.Outcome | None = None
-    # Every distinct trace of this defect (its hash), with its JSON report.
-    traces: dict[str, Path] = attrs.Factory(dict)
     # How the shortest finding was met: its slice's budget, or replaying the database.
     budget: int | None = None
     replayed: bool = False
+    count: int = 1
+    # The shortest length known, a shrink still running included: a later hit is shrunk
+    # only if it starts shorter.
+    best: int = 0
+    # The shortest case's report files, once written; why they could not be, if not.
+    paths: dict[str, Path] = attrs.Factory(dict)
+    unwritten: str = ""
+    recorded: bool = False
+
+    @property
+    def invariant(self) -> str:
+        return self.signature.invariant
+
+    @property
+    def move(self) -> tuple[str, ...]:
+        return self.signature.calls
+
+    @property
+    def report(self) -> Path | None:
+        """The shortest finding's Markdown report, if it was written."""
+        return self.paths.get("markdown")
 
 
 class Campaign:
-    """The parent of the workers: starts them, listens, writes every finding's reports."""
+    """The parent of the workers: starts them, listens, writes each defect's report."""
 
     def __init__(self, plan: Plan, console: Console, quiet: bool = False) -> None:
         self.plan = plan
@@ -289,10 +379,12 @@ class Campaign:
         # Quiet: no live table, heartbeat or finding lines; warnings and the summary stay.
         self.quiet = quiet
         self.workers: dict[int, WorkerState] = {}
-        self.groups: dict[tuple[str, tuple[str, ...]], Group] = {}
+        # Each defect's group by every signature a hit of it was met with, and by the
+        # signature of its shrunk case, which names the defect.
+        self.groups: dict[defect.Signature, Group] = {}
+        self.defects: dict[defect.Signature, Group] = {}
+        # Findings in all, each a hit of one defect: the claims and the hits searched past.
         self.findings = 0
-        # Each trace's reports, so a trace found again is not written again.
-        self._written: dict[str, dict[str, Path]] = {}
         self.crashes: list[str] = []
         self.warnings: list[str] = []
         self.interrupted = False
@@ -307,15 +399,19 @@ class Campaign:
 
     def _start(self, worker: int, first_slice: int, restarts: int = 0) -> None:
         reader, writer = self._ctx.Pipe(duplex=False)
+        inbox, answers = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=_worker,
-            args=(worker, first_slice, self.plan, writer, self._stop),
+            args=(worker, first_slice, self.plan, writer, inbox, self._stop),
             name=f"peftlife-fuzz-{worker}",
             daemon=True,
         )
         process.start()
         writer.close()  # the worker holds the only writer: its exit reads as end of file
-        self.workers[worker] = WorkerState(process, reader, slice=first_slice, restarts=restarts)
+        inbox.close()
+        self.workers[worker] = WorkerState(
+            process, reader, slice=first_slice, restarts=restarts, answers=answers
+        )
 
     @property
     def examples(self) -> int:
@@ -394,7 +490,7 @@ class Campaign:
                 if not self.workers[worker].done:
                     self._died(worker, restart)
 
-    def _handle(self, event: events.Event) -> None:
+    def _handle(self, event: events.Event | Claim | Hits) -> None:
         """Take in what a worker told: every message is an event naming its worker."""
         worker = getattr(event, "source", None)
         assert isinstance(worker, int), event
@@ -406,20 +502,23 @@ class Campaign:
             state.slice, state.scenario, state.seed = event.index, event.scenario, event.seed
         elif isinstance(event, events.ShrinkStep | events.PhaseStarted):
             state.shrinking = event.describe()
+            if isinstance(event, events.ShrinkStep) and state.unshrunk is not None:
+                group = self.groups[state.unshrunk.signature]
+                group.best = min(group.best, event.best_actions)
         elif isinstance(event, events.ExamplesRan):
             state.examples = event.done
+        elif isinstance(event, Claim):
+            self._claim(worker, event)
+        elif isinstance(event, Hits):
+            for signature, hits in event.hits.items():
+                self._count(self.groups[signature], worker, hits)
         elif isinstance(event, events.Found):
             found = event.detail
             assert isinstance(found, Found)
-            if found.case.shrunk:
-                state.unshrunk = None
-                self._record(worker, found)
-            else:  # kept until its shrunk form comes, or never does
-                state.unshrunk = found
+            state.unshrunk = None
+            self._record(worker, found)
         elif isinstance(event, events.Warned):
-            if event.text not in self.warnings:
-                self.warnings.append(event.text)
-                self.console.print(f"warning: {event.text}", soft_wrap=True)
+            self._warn(event.text)
         elif isinstance(event, events.HarnessError):
             self.crashes.append(
                 f"worker {worker} met a harness error in scenario {event.scenario} seed "
@@ -437,40 +536,113 @@ class Campaign:
             found, state.unshrunk = state.unshrunk, None
             self._record(worker, found)
 
-    def _record(self, worker: int, found: Found) -> None:
-        """Write a finding's reports (once per trace) and count it in its defect's group."""
-        case = found.case
-        self.findings += 1
-        self.workers[worker].findings += 1
-        trace = reports.trace_hash(case)
-        if trace not in self._written:
-            self._written[trace] = reports.write(case, found.outcome, self.plan.report_dir)
-        report = self._written[trace]["markdown"]
-        key = defect_key(found.outcome)
-        group = self.groups.get(key)
-        if group is None:
-            group = Group(*key, shortest=case, report=report, workers=[worker])
-            group.outcome, group.budget, group.replayed = (
-                found.outcome,
-                found.budget,
-                found.replayed,
-            )
-            group.traces[trace] = self._written[trace]["json"]
-            self.groups[key] = group
-            if not self.quiet:
-                self.console.print(
-                    f"finding: {key[0]} in {case.scenario} (worker {worker}, "
-                    f"{_length(case)}) → {report}",
-                    soft_wrap=True,
-                )
-            return
-        group.count += 1
-        group.traces.setdefault(trace, self._written[trace]["json"])
+    def _count(self, group: Group, worker: int, hits: int = 1) -> None:
+        self.findings += hits
+        self.workers[worker].findings += hits
+        group.count += hits
         if worker not in group.workers:
             group.workers.append(worker)
-        if _shorter(case, group.shortest):
-            group.shortest, group.report, group.outcome = case, report, found.outcome
-            group.budget, group.replayed = found.budget, found.replayed
+
+    def _claim(self, worker: int, claim: Claim) -> None:
+        """Answer a worker's claim: shrink a new defect, or a hit shorter than its best."""
+        found = claim.found
+        length = len(found.case.actions)
+        group = self.groups.get(found.signature)
+        new = group is None
+        if group is None:
+            first = Seen(round(self.elapsed, 1), self.examples, worker, claim.scenario, claim.seed)
+            group = Group(found.signature, first, found.case, found.outcome, [], count=0)
+            group.budget, group.replayed, group.best = found.budget, found.replayed, length
+            self.groups[found.signature] = group
+        self._count(group, worker)
+        shrink = new or length < group.best
+        if shrink:
+            group.best = length
+            self.workers[worker].unshrunk = found
+        with contextlib.suppress(BrokenPipeError, OSError):  # a worker gone: nobody to answer
+            self.workers[worker].answers.send(Answer(shrink, group.best))
+
+    def _record(self, worker: int, found: Found) -> None:
+        """Keep a defect's finding if it is its shortest yet, and write its reports.
+
+        One report per defect: a shorter case's replaces the one before. A report
+        that cannot be written costs one line, and its story is told in the summary.
+        """
+        group = self.groups[found.signature]
+        if not group.recorded:
+            # The defect is its shrunk case's signature, which another hit's may share.
+            named = defect.signature(found.outcome)
+            if (other := self.defects.get(named)) is not None:
+                self._merge(group, other)
+                group = other
+            else:
+                group.signature = named
+                self.defects[named] = group
+        case = found.case
+        if group.recorded and not _shorter(case, group.shortest):
+            return
+        first = not group.recorded
+        group.recorded = True
+        group.shortest, group.outcome = case, found.outcome
+        group.budget, group.replayed = found.budget, found.replayed
+        group.best = min(group.best, len(case.actions))
+        before = group.paths
+        try:
+            group.paths, group.unwritten = (
+                reports.write(case, found.outcome, self.plan.report_dir),
+                "",
+            )
+        except OSError as err:
+            group.paths, group.unwritten = (
+                {},
+                f"{err.strerror}: {err.filename or self.plan.report_dir}",
+            )
+            self._warn(
+                f"could not write the report of {group.signature} to "
+                f"{str(self.plan.report_dir)!r} ({group.unwritten}); its story is in the summary"
+            )
+        else:
+            self._replaced(before, group.paths)
+        if first and not self.quiet:
+            where = group.report or "its report not written"
+            self.console.print(
+                f"finding: {group.invariant} in {case.scenario} (worker {worker}, "
+                f"{_length(case)}) → {where}",
+                soft_wrap=True,
+            )
+
+    def _merge(self, group: Group, into: Group) -> None:
+        """A hit met with another signature turned out, shrunk, to be a defect held already:
+        its count, workers and first sighting go to that defect's group."""
+        into.count += group.count
+        into.workers += [w for w in group.workers if w not in into.workers]
+        into.first = min(into.first, group.first, key=lambda seen: seen.seconds)
+        into.best = min(into.best, group.best)
+        for met, held in self.groups.items():
+            if held is group:
+                self.groups[met] = into
+
+    @property
+    def defect_groups(self) -> list[Group]:
+        """Each defect's group once, in the order the campaign first met them."""
+        unique = {id(g): g for g in self.groups.values()}
+        return sorted(unique.values(), key=lambda g: g.first.seconds)
+
+    def _replaced(self, before: dict[str, Path], now: dict[str, Path]) -> None:
+        """Remove a defect's earlier report, now that a shorter one is written."""
+        gone = [p for kind, p in before.items() if kind != "index" and p not in now.values()]
+        for path in gone:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if gone:
+            with contextlib.suppress(OSError):
+                reports.write_index(self.plan.report_dir)
+
+    def _warn(self, text: str) -> None:
+        """A line the campaign says once, kept for summary.json and the step summary."""
+        if text not in self.warnings:
+            self.warnings.append(text)
+            self.console.print(f"warning: {text}", soft_wrap=True)
 
     def _died(self, worker: int, restart: bool) -> None:
         """A worker gone without saying done: a finding, then its next slice in a new process."""
@@ -566,7 +738,8 @@ class Campaign:
             f"{count(plan.workers, 'worker')}, base seed {plan.seed}: "
             f"{self._tally()}, {self._lost()}" + (" (interrupted)" if self.interrupted else "")
         )
-        if self.groups:
+        groups = self.defect_groups
+        if groups:
             table = Table(
                 box=box.SIMPLE_HEAD,
                 title=f"{self._tally()} (invariant and the scheduler's calls where it broke)",
@@ -577,22 +750,36 @@ class Campaign:
             table.add_column("scheduler's calls", overflow="fold")
             for column in ("found", "workers", "actions"):
                 table.add_column(column, justify="right", no_wrap=True)
-            # The shortest report of each defect. Its name ends in the hash of its trace:
-            # enough to find its files.
-            table.add_column("shortest *_HASH.md", no_wrap=True)
-            for g in self.groups.values():
+            table.add_column("first seen", overflow="fold")
+            # The report of each defect, its shortest case's. Its name ends in the hash of
+            # its trace: enough to find its files.
+            table.add_column("report *_HASH.md", no_wrap=True)
+            for g in groups:
+                hashed = reports.trace_hash(g.shortest) if g.report is None else g.report.stem
                 table.add_row(
                     g.invariant,
                     ", ".join(g.move) or "none",
                     str(g.count),
                     ",".join(map(str, g.workers)),
                     str(len(g.shortest.actions)),
-                    g.report.stem.rsplit("_", 1)[-1] + ("" if g.shortest.shrunk else " unshrunk"),
+                    g.first.describe(),
+                    hashed.rsplit("_", 1)[-1]
+                    + ("" if g.shortest.shrunk else " unshrunk")
+                    + ("" if g.report else " not written"),
                 )
             self.console.print(table)
+            written = sum(g.report is not None for g in groups)
             self.console.print(
-                f"{_plural(len(self._written), 'report')}, every finding's, in {plan.report_dir}"
+                f"{_plural(written, 'report')}, one per defect, in {plan.report_dir}"
+                + (f"; {len(groups) - written} not written" if written < len(groups) else "")
             )
+            # A report that could not be written loses nothing: its story is told here.
+            for g in groups:
+                if g.report is None:
+                    self.console.print(
+                        f"{g.signature}, its report not written ({g.unwritten}):", soft_wrap=True
+                    )
+                    reports.render_terminal(g.shortest, g.outcome, self.console)
         elif not self.crashes and not self.interrupted:
             self.console.print("no finding: every example held")
         for worker, state in sorted(self.workers.items()):
@@ -612,7 +799,9 @@ class Campaign:
             )
 
     def _tally(self) -> str:
-        return f"{_plural(self.findings, 'finding')} of {_plural(len(self.groups), 'defect')}"
+        return (
+            f"{_plural(self.findings, 'finding')} of {_plural(len(self.defect_groups), 'defect')}"
+        )
 
     def _lost(self) -> str:
         """The workers that died, or were ended busy: neither may read as held."""

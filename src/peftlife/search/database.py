@@ -7,7 +7,9 @@ couple of examples. ``open_database`` turns the ``--database`` value into
 Hypothesis's own implementations:
 
 * a directory path: ``DirectoryBasedExampleDatabase`` (safe for processes on
-  one machine), behind a ``KeepingDatabase`` that never deletes;
+  one machine), behind a ``KeepingDatabase`` that never deletes and says, once,
+  when a save could not be written (Hypothesis itself drops it without a word);
+  a front door refuses a directory it cannot write before any search;
 * ``redis://host:port/db``: ``RedisExampleDatabase``, behind a
   ``ResilientDatabase`` that mirrors everything into a local directory, so a
   lost Redis costs no finding: saves made while it is gone are written through
@@ -16,6 +18,8 @@ Hypothesis's own implementations:
 
 from __future__ import annotations
 
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -63,7 +67,12 @@ def open_database(
             raise DatabaseError(
                 f"{option} {url!r} is a file; give a directory or redis://host:port/db"
             )
-        return KeepingDatabase(DirectoryBasedExampleDatabase(str(path)))
+        if require and (err := unwritable(path)) is not None:
+            raise DatabaseError(
+                f"--database {url!r} cannot be written ({_why(err)}); give a directory "
+                "you can write, or redis://host:port/db"
+            )
+        return KeepingDatabase(DirectoryBasedExampleDatabase(str(path)), warn=warn)
     try:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
@@ -98,8 +107,36 @@ def open_database(
     return db
 
 
+def unwritable(path: Path) -> OSError | None:
+    """Why a directory database at ``path`` cannot be written (made if missing), or None.
+
+    Tried, not guessed from permissions: a path under a regular file, or under
+    ``/proc``, refuses even root, whom every permission check lets through.
+
+    >>> unwritable(Path(tempfile.mkdtemp())) is None
+    True
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".peftlife-probe-")
+    except OSError as err:
+        return err
+    with open(fd, "wb"):
+        pass
+    Path(probe).unlink()
+    return None
+
+
+def _why(err: OSError) -> str:
+    return f"{err.strerror}: {err.filename}" if err.filename else str(err.strerror or err)
+
+
+def _to_stderr(message: str) -> None:
+    print(f"peftlife: {message}", file=sys.stderr)
+
+
 class KeepingDatabase(ExampleDatabase):
-    """A shared database whose entries no run deletes.
+    """A shared database whose entries no run deletes, and that says when it cannot save.
 
     Hypothesis deletes a saved failure that no longer fails when it replays it.
     In a database shared by runs of different depth (a campaign's ``nightly``
@@ -108,21 +145,39 @@ class KeepingDatabase(ExampleDatabase):
     no longer fails costs each later run one example. (Redis entries also
     expire after a week unused.)
 
+    Hypothesis's directory database drops a save it cannot write without a
+    word; this one reads each save back, and tells ``warn`` once (default: a
+    line on stderr) that the database stopped saving, and why.
+
     >>> from hypothesis.database import InMemoryExampleDatabase
     >>> db = KeepingDatabase(InMemoryExampleDatabase())
     >>> db.save(b"k", b"v"); db.delete(b"k", b"v"); list(db.fetch(b"k"))
     [b'v']
     """
 
-    def __init__(self, inner: ExampleDatabase) -> None:
+    def __init__(self, inner: ExampleDatabase, warn: Callable[[str], None] | None = None) -> None:
         super().__init__()
         self.inner = inner
+        self._warn = warn or _to_stderr
+        # Whether a save was lost: said once, not once per save.
+        self.failing = False
 
     def __repr__(self) -> str:
         return f"KeepingDatabase({self.inner!r})"
 
     def save(self, key: bytes, value: bytes) -> None:
         self.inner.save(key, value)
+        # Saves are rare (a failing example, not every example): reading one back is cheap.
+        if self.failing or value in set(self.inner.fetch(key)):
+            return
+        self.failing = True
+        path = getattr(self.inner, "path", None)
+        err = None if path is None else unwritable(Path(path))
+        why = "" if err is None else f" ({_why(err)})"
+        self._warn(
+            f"could not save to the example database {str(path or self.inner)!r}{why}; "
+            "the run goes on and its findings are reported, but are not kept for the next run"
+        )
 
     def fetch(self, key: bytes) -> Iterable[bytes]:
         return self.inner.fetch(key)

@@ -14,7 +14,7 @@ shrinker's rounds, steps and replays, and the states of each search below, at
 most ``*_STATES``), and each replay is deterministic. The one clock is the
 user's time cap (``--shrink-timeout``), which a shrink meets only when the counts
 have not ended it first, and which the finding then names (its ``shrink.note``:
-"the shrink stopped at its 30 s time cap after N replays: a smaller case may
+"the shrink stopped at its 300 s time cap after N replays: a smaller case may
 exist"); ``minimized`` has no cap unless it is given one.
 """
 

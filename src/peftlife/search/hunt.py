@@ -27,7 +27,7 @@ from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
 from peftlife import sut
-from peftlife.search import compat, observe, outside, profiles, scenarios, session, shrink
+from peftlife.search import compat, defect, observe, outside, profiles, scenarios, session, shrink
 from peftlife.search.failure import Finding, LifecycleFailure, minimized
 from peftlife.search.machine import (
     COVERAGE_LABELS,
@@ -81,6 +81,11 @@ class SearchResult:
     coverage: Counter[str]
     # Executor iterations run in all, drains included.
     iterations: int = 0
+    # Searched with ``known`` defects: the signature of ``found`` (None: not read, or
+    # the scheduler took the search's process down first), and the findings of known
+    # defects searched past, by signature.
+    signature: defect.Signature | None = None
+    hits: Counter[defect.Signature] = attrs.field(factory=Counter)
 
     @property
     def held(self) -> bool:
@@ -112,6 +117,7 @@ def search(
     shrink_timeout: float | None = None,
     shrink_progress: Callable[[shrink.ShrinkProgress], None] | None = None,
     mixin: type | None = None,
+    known: defect.Known | None = None,
 ) -> SearchResult:
     """Run the machine for one SUT and scenario; a finding is returned, not raised.
 
@@ -129,13 +135,16 @@ def search(
     ``shrink_progress`` go to ``minimized``. ``mixin``, a
     class put before the machine in its bases, changes what an example does with
     its actions (``peftlife.search.diff`` runs them on two schedulers).
+    ``known`` (``peftlife.search.defect``): each finding's signature is read, and
+    one of a known defect, no shorter than its case so far, is counted in ``hits``
+    while the search goes on; the first other one ends it, its signature said.
     Anything but a ``Finding`` is a bug of the harness and propagates.
     The SUT is resolved here, once, unless it was already (``sut.Resolved``).
     """
     subject = sut.resolve(sut_spec)
 
     def work(told: Callable[[int, int], None] | None) -> SearchResult:
-        result = _hunt(subject, settings, [scenario], seed, told, mixin, schedule_deadline)
+        result = _hunt(subject, settings, [scenario], seed, told, mixin, schedule_deadline, known)
         if result.found is not None:
             result = attrs.evolve(result, found=attrs.evolve(result.found, seed=seed))
         return result
@@ -232,6 +241,7 @@ def hunt(
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     mixin: type | None = None,
+    known: defect.Known | None = None,
 ) -> SearchResult:
     """Search several scenarios (every shipped one by default) at once, until one fails.
 
@@ -247,7 +257,7 @@ def hunt(
     earlier run's), so a saved finding is met first wherever its scenario sits in
     the list. The result names the scenario that caught the failure;
     ``examples``, ``examples_to_find`` and ``iterations`` count every scenario's,
-    and ``coverage`` adds up every slice's. ``mixin`` is as in ``search``.
+    and ``coverage`` adds up every slice's. ``mixin`` and ``known`` are as in ``search``.
 
     >>> from peftlife.search import profiles
     >>> hunt("mutant:no_release_on_suspend", profiles.get("ci")).held
@@ -256,7 +266,9 @@ def hunt(
     names = by_pressure(scenario_names or scenarios.shipped_names())
     subject = sut.resolve(sut_spec)  # once, for every scenario's machine
     return outside.supervised_search(
-        lambda told: _hunt(subject, settings, names, seed, told, mixin),
+        lambda told: _hunt(
+            subject, settings, names, seed, told, mixin, DEFAULT_SCHEDULE_DEADLINE, known
+        ),
         progress,
         died_result(subject.spec),
     )
@@ -270,11 +282,13 @@ def _hunt(
     progress: Callable[[int, int], None] | None,
     mixin: type | None,
     schedule_deadline: float | None = DEFAULT_SCHEDULE_DEADLINE,
+    known: defect.Known | None = None,
 ) -> SearchResult:
     base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
     spent = dict.fromkeys(names, 0)
     coverage: Counter[str] = Counter()
-    done = SearchResult(subject.spec, ",".join(names), None, 0, 0, 0.0, coverage)
+    hits: Counter[defect.Signature] = Counter()
+    done = SearchResult(subject.spec, ",".join(names), None, 0, 0, 0.0, coverage, hits=hits)
     start = time.perf_counter()
 
     def tick(slice_examples: int, slice_iterations: int) -> None:
@@ -285,6 +299,12 @@ def _hunt(
         """One slice, added to what ran before it."""
         nonlocal done
         result = _one_run(subject, name, part, seed_of, tick, schedule_deadline, mixin)
+        signature = None
+        if known is not None and isinstance(result.found, LifecycleFailure):
+            signature = _signature(result.found, subject, schedule_deadline)
+            if defect.known(signature, len(result.found.run.actions), known):
+                hits[signature] += 1  # counted; the search goes on past it
+                result, signature = attrs.evolve(result, found=None), None
         coverage.update(result.coverage)
         spent[name] += result.examples
         done = SearchResult(
@@ -296,6 +316,8 @@ def _hunt(
             time.perf_counter() - start,
             coverage,
             done.iterations + result.iterations,
+            signature,
+            hits,
         )
         return result
 
@@ -324,6 +346,16 @@ def _hunt(
                 # A slice that ran nothing (every draw rejected) must still end the turns.
                 spent[name] += result.examples == 0 and budget
     return attrs.evolve(done, scenario=",".join(names), seconds=time.perf_counter() - start)
+
+
+def _signature(
+    failure: LifecycleFailure, subject: sut.Resolved, schedule_deadline: float | None
+) -> defect.Signature:
+    """A finding's signature, from a replay in this (the search's) process; a hang's from
+    its invariant alone, whose replay would wait out the scheduler's deadline again."""
+    if failure.hung:
+        return defect.Signature(failure.invariant)
+    return defect.replayed_signature(failure, subject.factory, schedule_deadline)
 
 
 def by_pressure(names: Sequence[str]) -> list[str]:

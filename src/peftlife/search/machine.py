@@ -218,6 +218,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.failed = False
         self.checked = 0
         self.hung = False
+        # The labels this example has told Hypothesis of: an event is a key of the
+        # example's events, so telling one again changes nothing but costs a call.
+        self.told: set[str] = set()
 
     def build_world(
         self,
@@ -281,7 +284,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         event("verdict", verdict)
 
     def _label(self, label: str) -> None:
-        event(label)
+        if label not in self.told:
+            self.told.add(label)
+            event(label)
         self.search.stats.coverage[label] += 1
 
     def _do(self, action: Action) -> None:

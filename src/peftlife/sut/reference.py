@@ -95,9 +95,12 @@ class _Pass:
         self.paused: list[Request] = []
         self.recompute_paused: list[Request] = []
         self.scheduled: set[int] = set()
+        # The ids of the two paused lists, so that asking costs the same at any batch size.
+        self.paused_ids: set[int] = set()
+        self.recompute_paused_ids: set[int] = set()
 
     def is_recompute_paused(self, req: Request) -> bool:
-        return any(r is req for r in self.recompute_paused)
+        return req.request_id in self.recompute_paused_ids
 
     def last_after(
         self,
@@ -158,10 +161,12 @@ class ReferenceScheduler:
         self.peft = env.peft_cache_manager
         self.config = env.config
         # The batch this scheduler produced last, which may still be on the device
-        # (``still_running``): each member with its tokens then and whether the batch
-        # gives it one; the members the batch before gave one; and whether batches
-        # have been seen to be read back after the next pass.
-        self._last_batch: dict[int, tuple[int, bool]] = {}
+        # (``still_running``): each member with its tokens then, and the members it
+        # gives a token; the members the batch before gave one; and whether batches
+        # have been seen to be read back after the next pass. Ids and counts, not a
+        # pair per member: ints are no work for the garbage collector.
+        self._last_batch: dict[int, int] = {}
+        self._last_emits: set[int] = set()
         self._emitted_before: set[int] = set()
         self._overlapped = False
 
@@ -202,11 +207,11 @@ class ReferenceScheduler:
         live = {r.request_id: r for r in requests}
         if not told and not self._overlapped:
             self._overlapped = any(r.is_generation_to_complete_state for r in requests) or any(
-                emits
+                rid in self._last_emits
                 and rid not in self._emitted_before
                 and rid in live
                 and live[rid].num_generated == tokens
-                for rid, (tokens, emits) in self._last_batch.items()
+                for rid, tokens in self._last_batch.items()
             )
         if told or not self._overlapped:
             return set()
@@ -215,11 +220,10 @@ class ReferenceScheduler:
     def remember(self, p: _Pass) -> None:
         """Keep the batch this pass produced, each member with its tokens and whether
         the batch gives it one (a generation step, a last chunk)."""
-        self._emitted_before = {rid for rid, (_, emits) in self._last_batch.items() if emits}
-        self._last_batch = {
-            r.request_id: (r.num_generated, r in p.generation or r.is_last_context_chunk)
-            for r in (*p.context, *p.generation)
-        }
+        self._emitted_before = self._last_emits
+        self._last_batch = {r.request_id: r.num_generated for r in (*p.context, *p.generation)}
+        self._last_emits = {r.request_id for r in p.context if r.is_last_context_chunk}
+        self._last_emits |= {r.request_id for r in p.generation}
 
     def new_budget(self) -> _Budget:
         """The pass's token, request and PEFT-page budgets, read from the configuration."""
@@ -440,8 +444,9 @@ class ReferenceScheduler:
         self._suspend_kv(req)
         if releases:
             self.release_on_suspend(req)
-        if req.is_started and not any(r is req for r in p.paused):
+        if req.is_started and req.request_id not in p.paused_ids:
             p.paused.append(req)
+            p.paused_ids.add(req.request_id)
 
     def owns_adapter(self, req: Request, was_active: bool) -> bool:
         """Whether a request leaving the device owns its adapter: started and was ACTIVE.
@@ -459,8 +464,11 @@ class ReferenceScheduler:
         self._free_kv(req)
         if was_active:
             self.release_on_recompute_pause(req)
-        p.paused = [r for r in p.paused if r is not req]
+        if req.request_id in p.paused_ids:
+            p.paused = [r for r in p.paused if r is not req]
+            p.paused_ids.discard(req.request_id)
         p.recompute_paused.append(req)
+        p.recompute_paused_ids.add(req.request_id)
 
     def release_on_recompute_pause(self, req: Request) -> None:
         # Pause, not terminate: the host copy must stay pinned for the comeback.

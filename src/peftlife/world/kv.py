@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import attrs
 
 from peftlife.world.immutable import SharedMemo, copied_by_field, immutable
-from peftlife.world.ledger import CallLedger, Component, Facts, Fault, KvMethod
+from peftlife.world.ledger import CallLedger, Component, Facts, Fault, KvMethod, residency_facts
 from peftlife.world.request import Request
 from peftlife.world.residency import Residency
 
@@ -246,7 +246,7 @@ class KVCacheManager:
             "prepare_context",
             req,
             fault is None,
-            Facts(before=self._before, after=self.residency(req.request_id), fault=fault),
+            residency_facts(self._before, self.residency(req.request_id), fault),
         )
 
     def resize_context(self, req: Request, num_tokens: int) -> bool:
@@ -309,14 +309,14 @@ class KVCacheManager:
                 "try_allocate_generation",
                 req,
                 False,
-                Facts(before=self._before, after=self.residency(req.request_id)),
+                residency_facts(self._before, self.residency(req.request_id)),
             )
         fault = self._resume(cache) or self._resize(cache, cache.capacity + 1)
         return self._record(
             "try_allocate_generation",
             req,
             fault is None,
-            Facts(before=self._before, after=self.residency(req.request_id), fault=fault),
+            residency_facts(self._before, self.residency(req.request_id), fault),
         )
 
     def revert_allocate_generation(self, req: Request) -> None:
@@ -329,7 +329,7 @@ class KVCacheManager:
             "revert_allocate_generation",
             req,
             None,
-            Facts(before=self._before, after=self.residency(req.request_id)),
+            residency_facts(self._before, self.residency(req.request_id)),
         )
 
     def suspend_request(self, req: Request) -> None:

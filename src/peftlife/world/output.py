@@ -101,7 +101,8 @@ def _submitted(req: Request, live: Mapping[int, Request], next_id: int) -> bool:
 
 def record_output(
     lists: Lists,
-    before: Mapping[int, tuple[bool, bool]],
+    started_before: Container[int],
+    cached_before: Container[int],
     *,
     live: Container[int],
     target: KVCacheManager,
@@ -110,7 +111,8 @@ def record_output(
 ) -> OutputRecord:
     """The lists, each request as it stood when the scheduler returned.
 
-    ``before`` holds each live request's (started, holding a cache) before the pass.
+    ``started_before`` and ``cached_before`` hold the ids of the live requests that were
+    started, and that held a cache in some pool, before the pass.
     """
     listed = []
     for key, _attr in OUTPUT_LISTS:
@@ -128,8 +130,8 @@ def record_output(
                     draft=None if draft is None else draft.residency(req.request_id),
                     chunk_size=req.context_chunk_size if key == "context" else 0,
                     context_remaining=req.context_remaining_length if key == "context" else 0,
-                    started_before=before.get(req.request_id, (False, False))[0],
-                    cache_before=before.get(req.request_id, (False, False))[1],
+                    started_before=req.request_id in started_before,
+                    cache_before=req.request_id in cached_before,
                 )
             )
     return OutputRecord(

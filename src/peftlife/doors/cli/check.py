@@ -32,6 +32,7 @@ from peftlife.doors.cli.common import (
     max_examples_option,
     note_sut_world,
     outputs_writable,
+    positive,
     rerun_words,
     scenario_words,
     searched,
@@ -52,11 +53,15 @@ from peftlife.doors.outputs.story import (
     warn_unreached,
     written,
 )
-from peftlife.search import events, profiles
+from peftlife.search import defect, events, profiles
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
 from peftlife.search.shrink import HUNG_DEADLINE
 from peftlife.world.words import count
+
+# Rounds of a keep-going check per defect it may report: a round whose finding shrinks
+# to a defect already told searches again past that one too.
+ROUNDS_PER_FAILURE = 3
 
 
 def add_parser(command: NewCommand) -> None:
@@ -87,6 +92,15 @@ def add_parser(command: NewCommand) -> None:
         metavar="FILE",
         default=None,
         help="known findings (a summary.json of an earlier run): they do not fail the run",
+    )
+    check.add_argument(
+        "--max-failures",
+        metavar="N",
+        type=positive,
+        default=1,
+        help="keep going after a finding: search past each defect found (its invariant and "
+        "the scheduler's calls where it broke) and report each distinct one once, up to N "
+        "for each SUT (default: 1, stop at the first)",
     )
     shrink_timeout_option(check)
     outputs.add_options(check)
@@ -132,7 +146,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     args.seed = profiles.run_seed(searching, args.seed)
     checked: list[_Checked] = []
     for subject in subjects:
-        checked.append(_check(args, console, subject, names, searching, known))
+        checked += _check(args, console, subject, names, searching, known)
         if checked[-1].interrupted:
             break
     if not args.quiet:
@@ -144,9 +158,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     summary = RunSummary(
         "check", args.profile, tuple(c.run for c in checked), Replay(args.seed, rerun)
     )
-    story = "\n\n".join(c.story for c in checked if c.story)
     details = "\n\n".join(c.details for c in checked if c.details)
-    outputs.write(outputs.for_check(summary, story, details), targets(args))
+    stories = [c.story for c in checked]
+    outputs.write(outputs.for_check(summary, stories, details), targets(args))
     if checked[-1].interrupted:
         raise KeyboardInterrupt  # what was found is written: now the one line and exit 130
     return EXIT_HELD if summary.ok else EXIT_FOUND
@@ -159,60 +173,115 @@ def _check(
     names: list[str],
     searching: hypothesis.settings,
     known: frozenset[baseline.Known],
-) -> _Checked:
-    """Search one scheduler in the scenarios ``names``, then shrink and tell its finding."""
+) -> list[_Checked]:
+    """Search one scheduler in the scenarios ``names``, then shrink and tell its finding;
+    with ``--max-failures`` N above 1, each distinct defect's, up to N.
+
+    Keep-going: each defect found is searched past by its signature (``search.defect``),
+    the search run again from its start, so each round goes further than the one before;
+    a finding that shrinks to a defect told already is not told again, and searched past
+    too. Rounds end by the budget (a round that holds), by N, and by ROUNDS_PER_FAILURE.
+    """
     spec = subject.spec
     examples = budget(searching, len(names))
     if not args.quiet:
         note_sut_world(spec, names, console)
+    keep_going = args.max_failures > 1
+    past: dict[defect.Signature, int] = {}  # each at 0: no case of it is new
+    told: set[defect.Signature] = set()
+    checked: list[_Checked] = []
     with invariants.excluding(args.exclude_invariant):
-        label = f"checking {spec} in {', '.join(args.scenario)}"
-        with progress(console, label, examples, show=not args.quiet) as emit:
-            counted = events.counting(emit)
-            if len(names) > 1:
-                result = hunt(
-                    subject, searching, scenario_names=names, seed=args.seed, progress=counted
-                )
-            else:
-                result = search(
-                    subject,
-                    names[0],
-                    searching,
-                    seed=args.seed,
-                    progress=counted,
-                    shrink=False,
-                )
-            interrupted = False
-            if result.failure is not None:
-                emit(events.PhaseStarted("shrinking"))
-                try:
-                    smaller = minimized(
-                        result.failure,
-                        timeout=args.shrink_timeout,
-                        progress=events.shrinking(emit),
-                        subject=subject,
-                    )
-                except ShrinkInterrupted as stop:  # written below, then exit 130
-                    smaller, interrupted = stop.failure, True
-                hung = result.failure.hung
-                result = attrs.evolve(result, found=smaller)
-        found = None
-        if result.failure is not None:
-            hurry = interrupted and hung
-            found = _report_finding(args, console, result, known, subject, hurry=hurry)
-    finding, story, details = found or (None, "", "")
-    if finding is None and not args.quiet:
+        for _ in range(args.max_failures * ROUNDS_PER_FAILURE):
+            result, interrupted, hung = _search(
+                args, console, subject, names, searching, past if keep_going else None
+            )
+            if result.failure is None:
+                break
+            past[result.signature or defect.Signature(result.failure.invariant)] = 0
+            found = _report_finding(
+                args,
+                console,
+                result,
+                known,
+                subject,
+                hurry=interrupted and hung,
+                told=told if keep_going else None,
+            )
+            if found is not None:
+                finding, story, details = found
+                replayed = None
+                if result.failure.replayed and finding.report:
+                    replayed = f"peftlife replay {finding.report}"
+                run = ScenarioRun.of(result, examples, finding)
+                checked.append(_Checked(run, story, details, interrupted, replayed))
+            if interrupted or len(checked) >= args.max_failures:
+                break
+    if checked:
+        if keep_going and not args.quiet:
+            said = ", ".join(c.run.finding.invariant for c in checked if c.run.finding)
+            console.print(
+                f"{spec}: {count(len(checked), 'distinct defect')} (up to --max-failures "
+                f"{args.max_failures}), each told once above: {said}",
+                soft_wrap=True,
+            )
+        return checked
+    if not args.quiet:
         console.print(
             f"held: {count(result.examples, 'example')} of {spec} in "
             f"{where_searched(args.scenario)} "
             f"({args.profile} profile, {result.seconds:.1f} s)"
         )
         warn_unreached(result, console)
-    replayed = None
-    if result.failure is not None and result.failure.replayed and finding and finding.report:
-        replayed = f"peftlife replay {finding.report}"
-    run = ScenarioRun.of(result, examples, finding)
-    return _Checked(run, story, details, interrupted, replayed)
+    return [_Checked(ScenarioRun.of(result, examples))]
+
+
+def _search(
+    args: argparse.Namespace,
+    console: Console,
+    subject: sut.Resolved,
+    names: list[str],
+    searching: hypothesis.settings,
+    past: defect.Known | None,
+) -> tuple[SearchResult, bool, bool]:
+    """One search of ``names``, past the ``past`` defects, and the shrink of what it
+    finds: the result, whether Ctrl-C stopped the shrink, and whether the finding hung."""
+    label = f"checking {subject.spec} in {', '.join(args.scenario)}"
+    examples = budget(searching, len(names))
+    with progress(console, label, examples, show=not args.quiet) as emit:
+        counted = events.counting(emit)
+        if len(names) > 1:
+            result = hunt(
+                subject,
+                searching,
+                scenario_names=names,
+                seed=args.seed,
+                progress=counted,
+                known=past,
+            )
+        else:
+            result = search(
+                subject,
+                names[0],
+                searching,
+                seed=args.seed,
+                progress=counted,
+                shrink=False,
+                known=past,
+            )
+        if result.failure is None:
+            return result, False, False
+        emit(events.PhaseStarted("shrinking"))
+        interrupted = False
+        try:
+            smaller = minimized(
+                result.failure,
+                timeout=args.shrink_timeout,
+                progress=events.shrinking(emit),
+                subject=subject,
+            )
+        except ShrinkInterrupted as stop:  # written by the caller, then exit 130
+            smaller, interrupted = stop.failure, True
+        return attrs.evolve(result, found=smaller), interrupted, result.failure.hung
 
 
 def _report_finding(
@@ -223,11 +292,14 @@ def _report_finding(
     subject: sut.Resolved,
     *,
     hurry: bool = False,
-) -> tuple[Finding, str, str]:
+    told: set[defect.Signature] | None = None,
+) -> tuple[Finding, str, str] | None:
     """Tell and write a finding; return it with its story and its Markdown.
 
     ``hurry``: Ctrl-C stopped the shrink of a hang, whose replay for the report then
-    waits out the shrink's short deadline, not the engine's.
+    waits out the shrink's short deadline, not the engine's. ``told``: the defects a
+    keep-going check told already, by their shrunk cases' signatures; a finding of one
+    is neither told nor written again (None returned).
     """
     assert result.failure is not None
     # A finding met replaying the example database came from no seed, and says so.
@@ -240,6 +312,10 @@ def _report_finding(
     )
     deadline = HUNG_DEADLINE if hurry else None
     outcome = reports.replay(case, subject, schedule_deadline=deadline)
+    if told is not None:
+        if (named := defect.signature(outcome)) in told:
+            return None
+        told.add(named)
     outcome, paths = teller(args, console).case(case, outcome)
     invariant = result.failure.invariant
     trace = reports.trace_hash(case)
@@ -267,6 +343,8 @@ def rerun_command(args: argparse.Namespace, sut_spec: str | None = None) -> str:
     'peftlife check --sut reference --scenario all --profile peftlife-dev --seed 7'
     """
     suts = " --sut ".join([sut_spec] if sut_spec else dict.fromkeys(args.sut))
-    return check_command(
+    command = check_command(
         suts, scenario_words(args.scenario), args.profile, args.seed, args.max_examples
     )
+    keep_going = getattr(args, "max_failures", 1)
+    return command + (f" --max-failures {keep_going}" if keep_going > 1 else "")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -115,9 +116,13 @@ class _Writer:
     """Writes one file of a run when it concludes.
 
     Called after the run: a file that cannot be written (``refuse_unwritable`` let it
-    through, then it went away) costs a line on stderr, and the run's verdict stands;
-    a found bug still exits 1.
+    through, then it went away, or no check could tell: ``/proc`` refuses even root)
+    costs one line on stderr that names it and the OS's reason, the other files are
+    written still, and the run's verdict stands; a found bug still exits 1.
     """
+
+    # What the file is, for the line that says it was not written.
+    what = ""
 
     def __init__(self, targets: Targets) -> None:
         self.targets = targets
@@ -128,24 +133,47 @@ class _Writer:
         try:
             self.write(event.record)
         except OSError as err:
-            print(f"peftlife: could not write {err.filename} ({err.strerror})", file=sys.stderr)
+            where = f" ({err.strerror}: {err.filename})" if err.filename else f" ({err.strerror})"
+            print(
+                f"peftlife: could not write {self.path()}, {self.what}{where}; the run's "
+                "verdict stands",
+                file=sys.stderr,
+            )
+
+    def path(self) -> str | Path | None:
+        raise NotImplementedError
 
     def write(self, outputs: CiOutputs) -> None:
         raise NotImplementedError
 
 
 class _SummaryJson(_Writer):
+    what = "the run's summary"
+
+    def path(self) -> Path:
+        return self.targets.report_dir / "summary.json"
+
     def write(self, outputs: CiOutputs) -> None:
         if outputs.summary is not None:
-            summary_json.write(outputs.summary, self.targets.report_dir / "summary.json")
+            summary_json.write(outputs.summary, self.path())
 
 
 class _StepSummary(_Writer):
+    what = "the step summary"
+
+    def path(self) -> str | None:
+        return self.targets.step_summary
+
     def write(self, outputs: CiOutputs) -> None:
         step_summary.append(outputs.markdown, self.targets.summary)
 
 
 class _Junit(_Writer):
+    what = "the JUnit XML"
+
+    def path(self) -> str | None:
+        return self.targets.junit_xml
+
     def write(self, outputs: CiOutputs) -> None:
         if self.targets.junit_xml:
             suite = f"peftlife {outputs.command}"
@@ -155,9 +183,10 @@ class _Junit(_Writer):
 # ---- each command's outputs, from its one record ----
 
 
-def for_check(summary: RunSummary, story: str, details: str) -> CiOutputs:
-    """A check's outputs: its summary, its finding's Markdown report (``details``) and story."""
-    cases = junit.run_cases(summary, story)
+def for_check(summary: RunSummary, stories: Sequence[str], details: str) -> CiOutputs:
+    """A check's outputs: its summary, its findings' Markdown reports (``details``) and
+    stories (one per run, in the runs' order: a SUT that held has none)."""
+    cases = junit.run_cases(summary, stories)
     return CiOutputs(summary.command, step_summary.run(summary, details), cases, summary)
 
 

@@ -111,11 +111,12 @@ def finding_properties(finding: Finding) -> Properties:
     return tuple(said)
 
 
-def run_cases(summary: RunSummary, story: str) -> tuple[JunitCase, ...]:
-    """A case per scenario run, failed by a counterexample outside the baseline."""
+def run_cases(summary: RunSummary, stories: Sequence[str]) -> tuple[JunitCase, ...]:
+    """A case per scenario run, failed by a counterexample outside the baseline and
+    telling that finding's story (``stories``: one per run, in the runs' order)."""
     seed = replay_properties(summary.replay)
     cases = []
-    for run in summary.runs:
+    for run, story in zip(summary.runs, stories, strict=True):
         finding = run.finding
         if finding is None:
             cases.append(JunitCase(run.scenario, run.sut, run.seconds, properties=seed))
@@ -166,17 +167,27 @@ def campaign_cases(summary: CampaignSummary) -> tuple[JunitCase, ...]:
 
 
 def _defect_case(sut: str, defect: Defect) -> JunitCase:
+    written = (
+        ("peftlife_report", defect.report)
+        if defect.report
+        else ("peftlife_report_error", f"not written: {defect.unwritten}")
+    )
+    first: Properties = ()
+    if defect.first is not None:
+        first = (("peftlife_first_seen", defect.first.describe()),)
     properties = (
         ("peftlife_invariant", defect.invariant),
         ("peftlife_trace", defect.trace),
-        ("peftlife_report", defect.report),
+        written,
         ("peftlife_scenario", defect.scenario),
         ("peftlife_found", str(defect.count)),
+        *first,
         *replay_properties(defect.replay),
     )
     times = count(defect.count, "time")
-    reported = "\n".join(f"  {report}" for _, report in defect.reports)
-    details = f"found {times}; its reports:\n{reported}\n"
+    seen = "" if defect.first is None else f", first {defect.first.describe()}"
+    report = defect.report or f"not written ({defect.unwritten})"
+    details = f"found {times}{seen}; its report: {report}\n"
     if defect.story:
         details = f"{defect.story.rstrip()}\n\n{details}"
     failure = f"counterexample: {defect.invariant}, found {times}"

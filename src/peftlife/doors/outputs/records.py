@@ -21,7 +21,7 @@ from peftlife.search.machine import COVERAGE_LABELS, unreached
 from peftlife.world.words import count
 
 if TYPE_CHECKING:
-    from peftlife.doors.fuzz import Campaign, Group
+    from peftlife.doors.fuzz import Campaign, Group, Seen
 
 
 @attrs.frozen
@@ -133,7 +133,7 @@ class RunSummary:
 
 @attrs.frozen
 class Defect:
-    """One defect of a campaign (``fuzz.defect_key``): how often it was found, its reports."""
+    """One defect of a campaign (``defect.Signature``): how often it was found, its report."""
 
     invariant: str
     # The scheduler's calls in the iteration that broke the invariant, each once.
@@ -141,18 +141,23 @@ class Defect:
     # Findings of this defect, and the workers that found them.
     count: int
     workers: tuple[int, ...]
-    # The shortest finding: its scenario, its length, its trace hash and its JSON report.
+    # The shortest finding: its scenario, its length, its trace hash and its JSON report
+    # ("" when it could not be written).
     scenario: str
     actions: int
     shrunk: bool
     trace: str
     report: str
-    # Every distinct trace of the defect with its JSON report, the shortest's included.
+    # The defect's report by its trace: the shortest's, the one written (none if not).
     reports: tuple[tuple[str, str], ...]
     # The shortest finding's story: the JUnit failure's text.
     story: str = ""
     # How to search the shortest finding's slice again (None: not known).
     replay: Replay | None = None
+    # Where and when the campaign first met it.
+    first: Seen | None = None
+    # Why its report could not be written ("" when it was).
+    unwritten: str = ""
 
     @classmethod
     def of(cls, group: Group, sut: str = "", profile: str = "") -> Defect:
@@ -162,11 +167,12 @@ class Defect:
         replaying the database has none: no seed finds it again."""
         case = group.shortest
         trace = reports.trace_hash(case)
-        story = "" if group.outcome is None else reports.terminal_text(case, group.outcome, 100)
+        story = reports.terminal_text(case, group.outcome, 100)
         replay = None
         if case.seed is not None and sut and not group.replayed:
             command = check_command(sut, case.scenario, profile, case.seed, group.budget)
             replay = Replay(case.seed, command)
+        report = str(group.paths["json"]) if "json" in group.paths else ""
         return cls(
             group.invariant,
             group.move,
@@ -176,10 +182,12 @@ class Defect:
             len(case.actions),
             case.shrunk,
             trace,
-            str(group.traces.get(trace, group.report)),
-            tuple((t, str(path)) for t, path in group.traces.items()),
+            report,
+            ((trace, report),) if report else (),
             story,
             replay,
+            group.first,
+            group.unwritten,
         )
 
     @property
@@ -222,7 +230,7 @@ class CampaignSummary:
             campaign.examples,
             round(campaign.elapsed, 2),
             campaign.findings,
-            tuple(Defect.of(g, plan.sut, plan.profile) for g in campaign.groups.values()),
+            tuple(Defect.of(g, plan.sut, plan.profile) for g in campaign.defect_groups),
             tuple(campaign.crashes),
             tuple(campaign.warnings),
             campaign.interrupted,
@@ -235,12 +243,8 @@ class CampaignSummary:
         return not self.defects and not self.crashes
 
     def findings(self) -> list[Finding]:
-        """Every distinct trace of every defect, as a baseline lists findings."""
-        return [
-            Finding(defect.invariant, trace, report)
-            for defect in self.defects
-            for trace, report in defect.reports
-        ]
+        """Each defect's shortest trace, as a baseline lists findings."""
+        return [Finding(d.invariant, d.trace, d.report or None) for d in self.defects]
 
     def notes(self) -> list[str]:
         """What the campaign did not check: invariant 14 where the scheduler is told nothing."""

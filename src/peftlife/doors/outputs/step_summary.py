@@ -100,7 +100,7 @@ def campaign(s: CampaignSummary) -> str:
     )
     if s.defects:
         header = ["invariant", "scheduler's calls", "found", "workers", "actions"]
-        header += ["scenario", "shortest report"]
+        header += ["scenario", "first seen", "report"]
         rows = [
             [
                 f"`{d.invariant}`",
@@ -109,7 +109,8 @@ def campaign(s: CampaignSummary) -> str:
                 ",".join(map(str, d.workers)),
                 str(d.actions) + ("" if d.shrunk else " (unshrunk)"),
                 f"`{d.scenario}`",
-                f"`{d.report}`",
+                "-" if d.first is None else d.first.describe(),
+                f"`{d.report}`" if d.report else f"not written ({d.unwritten})",
             ]
             for d in s.defects
         ]

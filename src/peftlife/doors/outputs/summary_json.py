@@ -95,8 +95,10 @@ def _defect(d: Defect) -> dict[str, Any]:
         "actions": d.actions,
         "shrunk": d.shrunk,
         "trace": d.trace,
-        "report": d.report,
+        "report": d.report or None,
         "reports": dict(d.reports),
+        **({"first": attrs.asdict(d.first)} if d.first is not None else {}),
+        **({"not_written": d.unwritten} if d.unwritten else {}),
         **replay_fields(d.replay),
     }
 

@@ -7,6 +7,7 @@ docs/tensorrt-llm.md.
 """
 
 from peftlife.sut.adapters.tensorrt_llm.adapter import TrtllmFactory, TrtllmScheduler, load
-from peftlife.sut.adapters.tensorrt_llm.checkout import Checkout, CheckoutError
+from peftlife.sut.adapters.tensorrt_llm.checkout import Checkout
+from peftlife.sut.adapters.upstream import CheckoutError
 
 __all__ = ["Checkout", "CheckoutError", "TrtllmFactory", "TrtllmScheduler", "load"]

@@ -3,10 +3,11 @@
 ``Checkout.load(path)`` finds ``scheduler.py`` and ``scheduler_v2.py``, checks
 that every ``tensorrt_llm`` name they import (at module level or inside a
 method) is one the stand-ins provide, then executes both files under their
-real module names with the stand-ins installed. The loaded modules are kept
-by the ``Checkout`` object, not in ``sys.modules``: ``installed()`` puts
-them back for each call into the scheduler. Two checkouts therefore live
-side by side in one process.
+real module names with the stand-ins installed (``upstream.Loader``). The
+loaded modules are kept by the ``Checkout`` object, not in ``sys.modules``:
+``installed()`` puts them back for each call into the scheduler, with any
+real ``tensorrt_llm`` hidden meanwhile. Two checkouts therefore live side by
+side in one process.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from __future__ import annotations
 import ast
 import collections
 import dataclasses
-import importlib.util
 import types
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from peftlife.sut.adapters.tensorrt_llm import standins
 from peftlife.sut.adapters.tensorrt_llm.facades import KVCacheManagerV2
+from peftlife.sut.adapters.upstream import CheckoutError, Loader, package_locations
 
 DEFAULT_CLASS = "KVCacheV2Scheduler"
 SCHEDULER_DIR = Path("tensorrt_llm", "_torch", "pyexecutor", "scheduler")
@@ -35,10 +36,6 @@ NEWER = (
     "the checkout is newer than peftlife's TensorRT-LLM adapter "
     "(report it, or use an older checkout)"
 )
-
-
-class CheckoutError(ValueError):
-    """A checkout peftlife cannot load; the message names what is missing and where."""
 
 
 def find_scheduler_dir(path: Path) -> Path:
@@ -61,19 +58,9 @@ def find_scheduler_dir(path: Path) -> Path:
 
 
 def installed_package() -> Path:
-    """The directory of the installed ``tensorrt_llm`` package, found without importing it.
-
-    ``importlib.util.find_spec`` of a top-level name only asks the import
-    system's finders where the package is: its ``__init__`` does not run, so
-    neither torch nor CUDA is loaded. (Asking for a submodule would import
-    its parents, which is why the scheduler folder is joined to the
-    package's locations here instead.)
-    """
-    try:
-        spec = importlib.util.find_spec(standins.ROOT)
-    except (ImportError, ValueError):  # ValueError: a module in sys.modules without a spec
-        spec = None
-    locations = [Path(p) for p in (spec.submodule_search_locations or ())] if spec else []
+    """The directory of the installed ``tensorrt_llm`` package, found without importing it
+    (``upstream.package_locations``), that holds the scheduler files."""
+    locations = package_locations(standins.ROOT)
     for location in locations:
         if (location / Path(*SCHEDULER_DIR.parts[1:]) / "scheduler_v2.py").is_file():
             return location
@@ -152,8 +139,12 @@ class Checkout:
         self.path = path
         self.class_name = class_name or DEFAULT_CLASS
         self.folder = find_scheduler_dir(path)
-        self._misses: list[standins.MissingStandIn] = []
-        self.modules = standins.build(KVCacheManagerV2, self._misses)
+        self.loader = Loader(
+            lambda misses: standins.build(KVCacheManagerV2, misses),
+            advice=NEWER,
+            hide=standins.ROOT,
+        )
+        self.modules = self.loader.modules
         for filename, name in FILES:
             self._load(self.folder / filename, name)
         cls = getattr(self.modules[FILES[1][1]], self.class_name, None)
@@ -169,11 +160,9 @@ class Checkout:
             )
         self.scheduler_class: type = cls
 
-    @contextmanager
-    def installed(self) -> Iterator[None]:
+    def installed(self) -> AbstractContextManager[None]:
         """The checkout's modules in ``sys.modules`` for the block, and only then."""
-        with standins.installed(self.modules):
-            yield
+        return self.loader.installed()
 
     def _load(self, file: Path, name: str) -> None:
         if not file.is_file():
@@ -185,31 +174,6 @@ class Checkout:
             raise CheckoutError(f"{file} does not parse: {err}") from err
         if uncovered:
             raise CheckoutError(f"{file} imports {uncovered[0]}, which has no stand-in: {NEWER}")
-        spec = importlib.util.spec_from_file_location(name, file)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        self.modules[name] = module
-        del self._misses[:]
-        try:
-            # Compiled here rather than by the module's loader, which would write a
-            # __pycache__ into the checkout.
-            code = compile(source, str(file), "exec")
-            with self.installed():
-                exec(code, module.__dict__)
-        except (ImportError, AttributeError) as err:
-            if self._misses:
-                miss = self._misses[0]
-                raise CheckoutError(
-                    f"{file} needs {miss.name!r} from {miss.module!r}, which has no stand-in: "
-                    f"{NEWER}"
-                ) from err
-            if isinstance(err, ModuleNotFoundError):
-                raise CheckoutError(
-                    f"{file} imports module {err.name!r}, which is neither installed nor "
-                    f"stood in: {NEWER}"
-                ) from err
-            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
-        except Exception as err:  # an upstream file is untrusted code
-            raise CheckoutError(f"importing {file} raised {type(err).__name__}: {err}") from err
+        module = self.loader.load(file, name, source)
         if name == FILES[0][1] and hasattr(module, "SchedulerOutput"):
             setattr(module, "SchedulerOutput", _with_recompute_paused(module.SchedulerOutput))  # noqa: B010

@@ -11,7 +11,7 @@ hits back (``observe.py``); ``release_files(version, cache)`` fetches a
 release's files with ``pip download --no-deps``. Not yet a SUT behind the doors.
 """
 
-from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
+from peftlife.sut.adapters.upstream import CheckoutError
 from peftlife.sut.adapters.vllm.checkout import Checkout
 from peftlife.sut.adapters.vllm.driver import Driver, Step, TinyConfig
 from peftlife.sut.adapters.vllm.observe import CacheEvent, Identity, Pool

@@ -8,8 +8,9 @@ real module names with the stand-ins installed: ``SamplingParams``,
 ``LoRARequest``, the request, the KV cache manager with its coordinator,
 per-type managers, block pool and block hasher, the scheduler and its async
 subclass, and the V2 model runner's adapter table (``LoraState``). As for
-TensorRT-LLM, the loaded modules are kept by the ``Checkout`` object, not in
-``sys.modules``, and ``installed()`` puts them back for each call into them.
+TensorRT-LLM (``upstream.Loader``), the loaded modules are kept by the
+``Checkout`` object, not in ``sys.modules``, and ``installed()`` puts them back
+for each call into them.
 
 A file that imports a name the stand-ins lack raises ``CheckoutError`` naming
 the release, the file, the module and the name. ``patches`` (a mutant) maps a
@@ -19,15 +20,13 @@ is compiled; nothing on disk changes.
 
 from __future__ import annotations
 
-import importlib.util
 import types
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
-from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn
+from peftlife.sut.adapters.upstream import Loader, find_package
 from peftlife.sut.adapters.vllm import releases, standins
 
 # The upstream files every release loads, in load order (each imports only
@@ -66,24 +65,6 @@ Patch = tuple[str, str]  # one line of an upstream file, and what it becomes
 SCHEDULER_FILE = "v1/core/sched/scheduler.py"
 
 
-def find_package(path: Path) -> Path:
-    """The ``vllm`` package directory of a checkout, or ``path`` itself if it is one.
-
-    >>> try:
-    ...     find_package(Path("/nowhere"))
-    ... except CheckoutError as err:
-    ...     print(str(err).split(":")[0])
-    no scheduler.py at /nowhere/vllm/v1/core/sched/scheduler.py
-    """
-    for folder in (path / "vllm", path):
-        if (folder / SCHEDULER_FILE).is_file():
-            return folder
-    raise CheckoutError(
-        f"no scheduler.py at {path / 'vllm' / SCHEDULER_FILE}: give the root of a vLLM "
-        "checkout or a vllm package directory"
-    )
-
-
 class Checkout:
     """One loaded checkout: its modules (stand-ins included) and its ``Scheduler`` class."""
 
@@ -91,10 +72,13 @@ class Checkout:
         self.path = path
         # A file's one-line source patches (a mutant), applied before it is compiled.
         self.patches = patches
-        self.package = find_package(path)
+        self.package = find_package(path, "vllm", SCHEDULER_FILE, "vLLM")
         self.release = releases.for_version(releases.package_version(self.package))
-        self._misses: list[MissingStandIn] = []
-        self.modules = standins.build(self.release.standins, self._misses)
+        self.loader = Loader(
+            lambda misses: standins.build(self.release.standins, misses),
+            release=f"vLLM {self.release.version}",
+        )
+        self.modules = self.loader.modules
         self.files = BASE + self.release.files + FILES
         for relative, name in self.files:
             self._load(self.package / relative, name, self.patches.get(relative, ()))
@@ -108,53 +92,20 @@ class Checkout:
         self.request_class: type = self.modules["vllm.v1.request"].Request
         self.request_status: Any = self.modules["vllm.v1.request"].RequestStatus
 
-    @contextmanager
-    def installed(self) -> Iterator[None]:
+    def installed(self) -> AbstractContextManager[None]:
         """The checkout's modules in ``sys.modules`` for the block, and only then."""
-        with standins.installed(self.modules):
-            yield
+        return self.loader.installed()
 
     def module(self, name: str) -> types.ModuleType:
         """A loaded module by its vLLM name (``vllm.v1.core.kv_cache_utils``)."""
         return self.modules[name]
 
     def _load(self, file: Path, name: str, patches: Sequence[Patch] = ()) -> None:
-        release = f"vLLM {self.release.version}"
-        if not file.is_file():
-            raise CheckoutError(f"{release}: no {file.name} at {file}")
-        source = file.read_text(encoding="utf-8")
+        source = self.loader.read(file)
         for old, new in patches:
             if source.count(old) != 1:
-                raise CheckoutError(
-                    f"{release}: the patch of {file} finds {source.count(old)} copies of {old!r}, "
-                    "not one"
+                raise self.loader.error(
+                    f"the patch of {file} finds {source.count(old)} copies of {old!r}, not one"
                 )
             source = source.replace(old, new)
-        spec = importlib.util.spec_from_file_location(name, file)
-        assert spec is not None
-        module: types.ModuleType = importlib.util.module_from_spec(spec)
-        self.modules[name] = module
-        parent, _, child = name.rpartition(".")
-        # `from vllm import envs` finds the module as its package's attribute.
-        self.modules[parent].__dict__[child] = module
-        del self._misses[:]
-        try:
-            # Compiled here rather than by the module's loader, which would write a
-            # __pycache__ into the checkout.
-            code = compile(source, str(file), "exec")
-            with self.installed():
-                exec(code, module.__dict__)
-        except (ImportError, AttributeError) as err:
-            if self._misses:
-                miss = self._misses[0]
-                raise CheckoutError(
-                    f"{release}: {file} needs {miss.name!r} from {miss.module!r}, "
-                    "which has no stand-in"
-                ) from err
-            raise CheckoutError(
-                f"{release}: importing {file} raised {type(err).__name__}: {err}"
-            ) from err
-        except Exception as err:  # an upstream file is untrusted code
-            raise CheckoutError(
-                f"{release}: importing {file} raised {type(err).__name__}: {err}"
-            ) from err
+        self.loader.load(file, name, source)

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn, StandInModule
+from peftlife.sut.adapters.upstream import MissingStandIn, StandInModule, as_package
 from peftlife.sut.adapters.vllm.standins import init_logger
 
 
@@ -342,9 +342,7 @@ def build(
         name: StandInModule(name, names[name], misses) for name in only if name != "regex"
     }
     for name in PACKAGES:
-        package = modules.get(name) or StandInModule(name, {}, misses)
-        package.__path__ = []  # a package, so that submodules resolve
-        modules[name] = package
+        modules[name] = as_package(modules.get(name) or StandInModule(name, {}, misses))
     modules["torch"].__dict__["nn"] = modules.get("torch.nn")  # ``from torch import nn``
     if "safetensors.torch" in modules:
         modules["safetensors"].__dict__["torch"] = modules["safetensors.torch"]

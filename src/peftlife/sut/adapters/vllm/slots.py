@@ -21,22 +21,19 @@ the model runner assembles a step's adapter set.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import traceback
-import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 
-from peftlife.sut.adapters.tensorrt_llm.checkout import CheckoutError
-from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn
-from peftlife.sut.adapters.vllm import slot_standins
-from peftlife.sut.adapters.vllm.standins import Fields, installed
+from peftlife.sut.adapters.upstream import CheckoutError, Loader, find_package
+from peftlife.sut.adapters.vllm import releases, slot_standins
+from peftlife.sut.adapters.vllm.standins import Fields
 
 T = TypeVar("T")
 
@@ -144,24 +141,19 @@ def release_of(version: str) -> Release:
 
 
 def package_version(package: Path) -> str:
-    """The release a ``vllm`` package directory says it is (``vllm/_version.py``)."""
-    file = package / "_version.py"
-    text = file.read_text(encoding="utf-8") if file.is_file() else ""
-    found = re.search(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text, re.M)
-    if found is None:
+    """The release a ``vllm`` package directory says it is (``vllm/_version.py``).
+
+    >>> try:
+    ...     package_version(Path("/nowhere/vllm"))
+    ... except CheckoutError as err:
+    ...     print(str(err).split(":")[0])
+    no __version__ in /nowhere/vllm/_version.py
+    """
+    version = releases.package_version(package)
+    if version is None:
+        file = package / "_version.py"
         raise CheckoutError(f"no __version__ in {file}: give the release, Slots(path, version=...)")
-    return found.group(1)
-
-
-def find_package(path: Path) -> Path:
-    """The ``vllm`` package directory under ``path`` (a checkout's root), or ``path`` itself."""
-    for folder in (path / "vllm", path):
-        if (folder / WORKER[0]).is_file():
-            return folder
-    raise CheckoutError(
-        f"no worker_manager.py at {path / 'vllm' / WORKER[0]}: give the root of a vLLM "
-        "checkout or a vllm package directory"
-    )
+    return version
 
 
 @attrs.frozen
@@ -311,7 +303,7 @@ class Slots:
     >>> slots = Slots(Path("/nowhere"), max_loras=1)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    peftlife.sut.adapters.tensorrt_llm.checkout.CheckoutError: no worker_manager.py at ...
+    peftlife.sut.adapters.upstream.loader.CheckoutError: no worker_manager.py at ...
     """
 
     def __init__(
@@ -323,20 +315,23 @@ class Slots:
         version: str | None = None,
         max_num_seqs: int = 4,
     ) -> None:
-        self.package = find_package(path)
+        self.package = find_package(path, "vllm", WORKER[0], "vLLM")
         self.version = version or package_version(self.package)
         self.release = release_of(self.version)
         # vllm/config/lora.py LoRAConfig._validate_lora_config: the default and the bound.
         max_cpu_loras = max_loras if max_cpu_loras is None else max_cpu_loras
         if max_cpu_loras < max_loras:
             raise ValueError(f"max_cpu_loras ({max_cpu_loras}) must be >= max_loras ({max_loras})")
-        self._misses: list[MissingStandIn] = []
         self._wrappers: list[slot_standins.PunicaWrapper] = []
-        self.modules = slot_standins.build(
-            self._misses, COMMON_STANDINS + self.release.standins, self._wrappers
+        self.loader = Loader(
+            lambda misses: slot_standins.build(
+                misses, COMMON_STANDINS + self.release.standins, self._wrappers
+            ),
+            release=f"vLLM {self.version}",
         )
+        self.modules = self.loader.modules
         for relative, name in (REQUEST, CACHE, self.release.model_manager, WORKER):
-            self._load(self.package / relative, name)
+            self.loader.load(self.package / relative, name)
         self.lora_request_class: type = self.modules[REQUEST[1]].LoRARequest
         self.files = slot_standins.AdapterFiles()
         config = _vllm_config(max_loras, max_cpu_loras, max_num_seqs)
@@ -355,11 +350,9 @@ class Slots:
             worker.create_lora_manager(model)
         return worker
 
-    @contextmanager
-    def installed(self) -> Iterator[None]:
+    def installed(self) -> AbstractContextManager[None]:
         """The release's modules in ``sys.modules`` for the block, and only then."""
-        with installed(self.modules):
-            yield
+        return self.loader.installed()
 
     def _vllm(self, fn: Callable[[], T]) -> T:
         """``fn()``, a call into vLLM's slot code; what it raises becomes ``SlotsRaised``."""
@@ -368,31 +361,6 @@ class Slots:
                 return fn()
             except Exception as err:  # vLLM's code is the system under test
                 raise SlotsRaised(_slot_error(err, self.package)) from err
-
-    def _load(self, file: Path, name: str) -> None:
-        if not file.is_file():
-            raise CheckoutError(f"vLLM {self.version}: no {file.name} at {file}")
-        spec = importlib.util.spec_from_file_location(name, file)
-        assert spec is not None
-        module: types.ModuleType = importlib.util.module_from_spec(spec)
-        self.modules[name] = module
-        del self._misses[:]
-        try:
-            # Compiled here, not by the module's loader, which would write a
-            # __pycache__ into the release's folder.
-            code = compile(file.read_text(encoding="utf-8"), str(file), "exec")
-            with self.installed():
-                exec(code, module.__dict__)
-        except Exception as err:  # an upstream file is untrusted code
-            if self._misses:
-                miss = self._misses[0]
-                raise CheckoutError(
-                    f"vLLM {self.version}: {file} needs {miss.name!r} from {miss.module!r}, "
-                    "which has no stand-in"
-                ) from err
-            raise CheckoutError(
-                f"vLLM {self.version}: importing {file} raised {type(err).__name__}: {err}"
-            ) from err
 
     # ---- the model runner's calls (v1/worker/lora_model_runner_mixin.py) ----
 

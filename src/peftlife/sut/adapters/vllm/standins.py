@@ -8,7 +8,7 @@ with connectors, multimodal inputs, speculative decoding, KV events and
 statistics switched off in the tiny configuration, most of those names are
 touched only in annotations or ``isinstance`` checks. ``build()`` makes fresh
 module objects holding exactly those names; a name they lack is recorded as a
-miss (as for TensorRT-LLM). Each stand-in below says which vLLM module it
+miss (``upstream.StandInModule``). Each stand-in below says which vLLM module it
 stands for; names a release range adds are declared in ``releases.py``.
 """
 
@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import sys
 import types
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
-from peftlife.sut.adapters.tensorrt_llm.standins import MissingStandIn, StandInModule
+from peftlife.sut.adapters.upstream import MissingStandIn, StandInModule, as_package
 
 ROOT = "vllm"
 SCHED_PACKAGE = "vllm.v1.core.sched"
@@ -256,11 +254,6 @@ def record_function_or_nullcontext(name: str) -> contextlib.AbstractContextManag
     return contextlib.nullcontext()
 
 
-def _package(module: types.ModuleType) -> types.ModuleType:
-    module.__path__ = []  # a package, so that submodules resolve
-    return module
-
-
 PACKAGES = (
     "vllm",
     "vllm.compilation",
@@ -458,30 +451,5 @@ def build(
         name: StandInModule(name, held, misses) for name, held in names.items()
     }
     for name in PACKAGES:
-        modules[name] = _package(modules.get(name) or StandInModule(name, {}, misses))
+        modules[name] = as_package(modules.get(name) or StandInModule(name, {}, misses))
     return modules
-
-
-_ABSENT = object()
-
-
-@contextmanager
-def installed(modules: Mapping[str, types.ModuleType]) -> Iterator[None]:
-    """Put ``modules`` in ``sys.modules`` for the block, then restore what was there.
-
-    >>> with installed({"vllm.example": types.ModuleType("vllm.example")}):
-    ...     "vllm.example" in sys.modules
-    True
-    >>> "vllm.example" in sys.modules
-    False
-    """
-    saved = {name: sys.modules.get(name, _ABSENT) for name in modules}
-    sys.modules.update(modules)
-    try:
-        yield
-    finally:
-        for name, previous in saved.items():
-            if previous is _ABSENT:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = previous  # type: ignore[assignment]
