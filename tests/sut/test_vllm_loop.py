@@ -35,7 +35,8 @@ QUEUES = {
     "pp4-4": TinyConfig(pipeline_parallel_size=4),
 }
 
-# A user's actions between steps: (step, "abort" or "eos", request id).
+# A user's actions before a step: (step, kind, request id); the kinds are "abort"
+# (between steps), "abort_during" (while the step runs) and "eos".
 Actions = list[tuple[int, str, str]]
 
 
@@ -44,7 +45,10 @@ def drive(driver: Driver, actions: Sequence[tuple[int, str, str]] = ()) -> list[
     steps: list[Step] = []
     for n in range(BOUND):
         for _, kind, rid in (a for a in actions if a[0] == n):
-            driver.abort(rid) if kind == "abort" else driver.draw_eos(rid)
+            if kind == "eos":
+                driver.draw_eos(rid)
+            else:
+                driver.abort(rid, during_step=kind == "abort_during")
         steps.append(driver.step())
         if not driver.busy:
             return steps
@@ -58,7 +62,8 @@ def _requests(driver: Driver) -> dict[str, Any]:
 def seeded(checkout: Checkout, seed: int, loop: TinyConfig) -> tuple[TinyConfig, list[Step]]:
     """test_vllm.py's workload ``seed`` with prefix caching, under ``loop``'s engine core loop.
 
-    Each request may also draw an end of sequence at a step chosen by the seed.
+    Each request may also draw an end of sequence at a step chosen by the seed;
+    the aborts of odd seeds come while their step runs.
     """
     config, requests, aborts = workload(seed, prefix_caching=True)
     config = attrs.evolve(
@@ -67,7 +72,8 @@ def seeded(checkout: Checkout, seed: int, loop: TinyConfig) -> tuple[TinyConfig,
         pipeline_parallel_size=loop.pipeline_parallel_size,
     )
     rng = random.Random(10_000 + seed)
-    actions: Actions = [(n, "abort", rid) for n, rid in aborts.items()]
+    abort = "abort_during" if seed % 2 else "abort"
+    actions: Actions = [(n, abort, rid) for n, rid in aborts.items()]
     driver = Driver(checkout, config)
     for rid, _, max_tokens, adapter, tokens in requests:
         driver.submit(rid, tokens, max_tokens, adapter)
@@ -239,6 +245,13 @@ def test_the_adapter_set_follows_the_releases_lora_request_equality(
     # 0.33.0's LoRARequest compares names only, so the step asks for one adapter;
     # 0.34.0's compares the name and the id (its __eq__: "the engine needs both").
     assert ids == ([1] if checkout.release.version == "0.33.0" else [1, 2])
+    if checkout.release.version == "0.33.0":
+        # The worker activates that one, and mapping id 2's tokens to a slot fails
+        # (the punica wrapper's convert_mapping): the engine core dies.
+        assert step.raised and "ValueError" in step.raised
+        assert step.slots is not None and 2 not in step.slots.slots and not driver.busy
+    else:
+        assert step.raised is None and step.slots and set(step.slots.slots) == {1, 2}
 
 
 LORA_KEY = 'return [("lora", lora_request.lora_name, lora_request.lora_path)]'
@@ -293,3 +306,37 @@ def test_the_hash_without_the_adapter_is_found_on_the_seeded_workloads(
 def test_a_patch_that_matches_nothing_is_refused(checkout: Checkout) -> None:
     with pytest.raises(CheckoutError, match=r"finds 0 copies of 'no such line', not one"):
         Checkout(checkout.path, {"v1/core/kv_cache_utils.py": [("no such line", "")]})
+
+
+@pytest.mark.parametrize("loop", ["sync", *QUEUES])
+def test_an_abort_during_a_step_is_taken_before_its_output_or_before_the_next_step(
+    checkout: Checkout, loop: str
+) -> None:
+    base = QUEUES.get(loop, TinyConfig())
+    driver = Driver(checkout, attrs.evolve(base, num_blocks=16, max_loras=2))
+    driver.submit("a", prompt(6), 6, 1)
+    driver.submit("b", prompt(6), 6, 2)
+    requests = _requests(driver)
+    steps = [driver.step()]  # a and b in flight
+    driver.abort("a", during_step=True)  # arrives while the next step's model runs
+    during = driver.step()
+    assert during.scheduled and "a" in during.live  # schedule() ran before it came
+    steps.append(during)
+    # EngineCore.step takes the batch it launched, and a queue of two is full
+    # after the second launch: those steps take an output, a queue of four's not.
+    assert during.processed == (max_concurrent_batches(base) <= 2)
+    if loop == "sync":  # the batch taken is the one just launched, which ran a
+        assert "a" in during.taken
+    if during.processed:
+        # _process_aborts_queue, before update_from_output: a ended within the step.
+        assert "a" not in during.live_after and "a" not in during.pool_after.holders
+    else:
+        # No output taken: the input queue's copy aborts it before the next step.
+        assert "a" in during.live_after and "a" in during.pool_after.holders
+        steps.append(driver.step())
+        assert "a" not in steps[-1].live
+    steps += drive(driver)
+    assert requests["a"].status.name == "FINISHED_ABORTED"
+    assert len(requests["a"].output_token_ids) < 6
+    assert findings(steps, Limits(adapter_slots=2, block_size=4)) == []
+    assert any(s.ended.get("b") == "FINISHED_LENGTH_CAPPED" for s in steps)

@@ -60,8 +60,39 @@ class CacheEvent(Protocol):
     def blocks(self) -> tuple[int, ...]: ...
 
 
+class Adapter(Protocol):
+    """An adapter as a request names it: the driver's ``Identity``."""
+
+    @property
+    def adapter_name(self) -> str | None: ...
+    @property
+    def adapter_id(self) -> int | None: ...
+    @property
+    def adapter_path(self) -> str | None: ...
+
+
+class SlotState(Protocol):
+    """What the checks read of the worker's slots: the slot manager's ``SlotState``."""
+
+    @property
+    def slots(self) -> tuple[int | None, ...]: ...
+    @property
+    def names(self) -> Mapping[int, tuple[str, str]]: ...
+    @property
+    def versions(self) -> Mapping[int, int | None]: ...
+
+
 class Step(Protocol):
     """What the checks read of a step: the driver's ``Step``."""
+
+    @property
+    def needed(self) -> Mapping[str, Adapter]: ...
+    @property
+    def slots(self) -> SlotState | None: ...
+    @property
+    def raised(self) -> str | None: ...
+    @property
+    def weights(self) -> Mapping[tuple[str, str], int]: ...
 
     @property
     def cache_events(self) -> tuple[CacheEvent, ...]: ...
@@ -209,6 +240,46 @@ def prefix_hits_keep_identity(
                 )
 
 
+def adapters_in_gpu_slots(i: int, step: Step) -> Iterator[str]:
+    """V2 ``adapter_in_gpu_slot``: every adapter a scheduled token needs is in a GPU slot.
+
+    Source: vLLM 0.33.0 and 0.34.0, ``vllm/lora/worker_manager.py``
+    ``LRUCacheWorkerLoRAManager._apply_adapters`` (with
+    ``vllm/lora/model_manager.py`` ``LRUCacheLoRAModelManager.activate_adapter``),
+    which ``vllm/v1/worker/lora_model_runner_mixin.py``
+    ``LoRAModelRunnerMixin._set_active_loras`` calls before each forward pass:
+    once the step's adapter set is applied, each adapter of it sits in one of
+    ``max_loras`` GPU slots (``lora_index_to_id``) with the weights its
+    ``LoRARequest`` names, the newest written at its path (an in-place reload,
+    ``add_adapter`` with ``load_inplace``, replaces them). Read from the slot
+    state after vLLM's own slot manager applied the step's set; a step whose
+    apply raised never ran, and the raise is its finding (V6).
+
+    >>> from types import SimpleNamespace as S
+    >>> sql = S(adapter_name="sql", adapter_id=1, adapter_path="/sql")
+    >>> state = S(slots=(2, None), names={2: ("chat", "/chat")}, versions={2: 1})
+    >>> step = S(needed={"a": sql}, slots=state, raised=None, weights={})
+    >>> print(*adapters_in_gpu_slots(4, step))  # doctest: +NORMALIZE_WHITESPACE
+    step 4: V2 adapter_in_gpu_slot: a runs under sql (id 1),
+    which is in no GPU slot of (2, None)
+    """
+    state = step.slots
+    if state is None or step.raised is not None:
+        return
+    for rid, adapter in sorted(step.needed.items()):
+        lora_id = adapter.adapter_id or 0
+        files = (adapter.adapter_name or "", adapter.adapter_path or "")
+        newest = step.weights.get(files, 1)  # the weight loader's first version
+        who = f"step {i}: V2 adapter_in_gpu_slot: {rid} runs under {files[0]} (id {lora_id})"
+        if lora_id not in state.slots:
+            yield f"{who}, which is in no GPU slot of {state.slots}"
+        elif state.names.get(lora_id) != files:
+            yield f"{who}, whose slot holds {state.names.get(lora_id)}"
+        elif state.versions.get(lora_id) != newest:
+            held = state.versions.get(lora_id)
+            yield f"{who}, whose slot holds weight version {held}, not {newest}"
+
+
 def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
     """Every broken rule of ``steps``, in order; empty when the run held.
 
@@ -221,6 +292,9 @@ def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
     for i, step in enumerate(steps):
         found.extend(_step_findings(i, step, limits))
         found.extend(prefix_hits_keep_identity(i, step.cache_events, filled_by))
+        found.extend(adapters_in_gpu_slots(i, step))
+        if step.raised is not None:
+            found.append(f"step {i}: V6 raised_in_vllm: {step.raised}")
         # A step reports the requests the previous step's output ended.
         ended.update(step.finished)
         for rid in sorted(ended & set(step.tokens)):

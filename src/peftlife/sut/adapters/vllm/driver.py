@@ -11,19 +11,24 @@ with prefix caching on, the engine core's block hasher (``init_none_hash`` and
 ``SchedulerConfig.get_scheduler_cls`` picks. A user's actions are
 ``submit`` (the release's own ``Request``, ``SamplingParams`` and
 ``LoRARequest``; an adapter or the base model, a prompt, a cache salt, a
-token budget, a priority), ``abort`` and ``draw_eos``; each ``step()`` is one
+token budget, a priority), ``abort`` (between steps or during one) and
+``draw_eos``; an operator's are ``add_lora``, ``reload_lora``, ``remove_lora``
+and ``pin_lora`` on the worker's LoRA slot managers, vLLM's own
+(``slots.py``), to which each launched batch's adapter set is applied as the
+model runner applies it; each ``step()`` is one
 call of the engine core's step function: ``EngineCore.step`` (schedule,
 execute, update from the output) or, when more than one batch may be in
 flight, ``EngineCore.step_with_batch_queue``. Each step reads back what the
 scheduler decided, the real pool after ``schedule()`` and after the output,
-and every cache fill and prefix hit in between (``observe.py``).
+every cache fill and prefix hit in between (``observe.py``), and the
+worker's slots after they applied the step's adapter set.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -37,7 +42,10 @@ from peftlife.sut.adapters.vllm.observe import (
 )
 from peftlife.sut.adapters.vllm.releases import Additions
 from peftlife.sut.adapters.vllm.runner import EOS, Batch, ModelRunner
+from peftlife.sut.adapters.vllm.slots import Slots, SlotState, raised_at
 from peftlife.sut.adapters.vllm.standins import Fields, StructuredOutputManager
+
+T = TypeVar("T")
 
 HASH = "sha256"  # the prefix-caching hash vLLM's engine core picks by this name
 
@@ -52,6 +60,7 @@ class TinyConfig:
     max_num_batched_tokens: int = 64
     max_model_len: int = 64
     max_loras: int = 1
+    max_cpu_loras: int | None = None  # adapters the worker's CPU cache holds; max_loras if None
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = False
     policy: Literal["fcfs", "priority"] = "fcfs"
@@ -92,6 +101,10 @@ class Step:
     adapters: frozenset[int]  # adapter ids of the requests scheduled this step
     running_adapters: frozenset[int]  # adapter ids of every running request after schedule()
     lora_requests: frozenset[Identity]  # the adapter set the model runner assembled
+    needed: dict[str, Identity]  # scheduled request id -> the adapter its tokens run under
+    slots: SlotState | None  # the worker's slots after applying the launched batch's set
+    raised: str | None  # what vLLM's code raised in the step, and where (the engine died)
+    weights: dict[tuple[str, str], int]  # (adapter name, path) -> newest weight version
     computed: dict[str, int]  # scheduled request id -> num_computed_tokens after schedule()
     cached_tokens: dict[str, int]  # new request id -> tokens it found in the prefix cache
     cache_events: tuple[CacheEvent, ...]  # cache fills and prefix hits, in call order
@@ -110,8 +123,12 @@ def _adapters(requests: Iterable[Any]) -> frozenset[int]:
     return frozenset(r.lora_request.lora_int_id for r in requests if r.lora_request is not None)
 
 
+def _adapter(lora_request: Any) -> Identity:
+    return Identity(lora_request.lora_name, lora_request.lora_int_id, lora_request.lora_path, None)
+
+
 def _lora_identities(lora_requests: Iterable[Any]) -> frozenset[Identity]:
-    return frozenset(Identity(r.lora_name, r.lora_int_id, r.lora_path, None) for r in lora_requests)
+    return frozenset(_adapter(r) for r in lora_requests)
 
 
 def _vllm_config(config: TinyConfig, release: Additions) -> Fields:
@@ -220,7 +237,16 @@ class Driver:
                 block_size=config.block_size,
             )
             self.block_hasher = self._block_hasher() if config.enable_prefix_caching else None
-        self.runner = ModelRunner(checkout, max_num_reqs=config.max_num_seqs)
+        # The worker's slot managers (LoRAModelRunnerMixin.load_lora_model), vLLM's own.
+        self.slots = Slots(
+            checkout.package,
+            max_loras=config.max_loras,
+            max_cpu_loras=config.max_cpu_loras,
+            version=checkout.release.version,
+            max_num_seqs=config.max_num_seqs,
+        )
+        self.runner = ModelRunner(checkout, max_num_reqs=config.max_num_seqs, slots=self.slots)
+        self.dead: str | None = None  # what killed the engine core, once something has
         # EngineCore.__init__: a batch queue only when more than one batch may be in
         # flight; new batches go in on the left, the oldest is taken from the right.
         self.batch_queue_size = max_concurrent_batches(config)
@@ -228,6 +254,8 @@ class Driver:
             deque(maxlen=self.batch_queue_size) if self.batch_queue_size > 1 else None
         )
         self.cache_events: list[CacheEvent] = []
+        self.aborts_queue: list[str] = []  # EngineCore.aborts_queue: aborts during a step
+        self.input_aborts: list[str] = []  # their copies in the input queue, for after it
         watch_cache(self.scheduler.kv_cache_manager, self.cache_events)
         # Preempted and not yet scheduled again: how a resumed request is told from a
         # new one (the V2 model runner's output sends both among the new requests).
@@ -247,7 +275,13 @@ class Driver:
 
     @property
     def busy(self) -> bool:
-        """What keeps the engine core's busy loop stepping: requests, or batches in flight."""
+        """What keeps the engine core's busy loop stepping: requests, or batches in flight.
+
+        An engine core whose scheduler or worker raised has died (``EngineDeadError``):
+        not busy, and not to be stepped again.
+        """
+        if self.dead is not None:
+            return False
         with self.checkout.installed():
             return bool(self.scheduler.has_requests() or self.batch_queue)
 
@@ -296,16 +330,71 @@ class Driver:
             )
             self.scheduler.add_request(request)
 
-    def abort(self, request_id: str) -> None:
-        """The client went away: ``EngineCore.abort_requests``, between two steps.
+    def abort(self, request_id: str, *, during_step: bool = False) -> None:
+        """The client went away: ``EngineCore.abort_requests``.
 
-        As ``EngineCoreProc._handle_client_request`` does for an ABORT taken
-        from its input queue between two calls of the step function (an abort
-        taken from the aborts queue during a step is not modelled).
+        By default between two steps, as ``EngineCoreProc._handle_client_request``
+        does for an ABORT taken from its input queue. With ``during_step`` it
+        arrives while the next step's model runs: vLLM puts it in both queues,
+        so the aborts queue's ``_process_aborts_queue`` finishes it before that
+        step's ``update_from_output`` if the step takes an output, and the
+        input queue before the step after if it does not.
         """
+        if during_step:
+            self.aborts_queue.append(request_id)
+            return
         with self.checkout.installed():
-            status = self.checkout.request_status.FINISHED_ABORTED
-            self.scheduler.finish_requests([request_id], status)
+            self._abort([request_id])
+
+    def _abort(self, request_ids: list[str]) -> None:
+        status = self.checkout.request_status.FINISHED_ABORTED
+        self.scheduler.finish_requests(request_ids, status)
+
+    # ---- an operator's calls: LLMEngine's add_lora, remove_lora, pin_lora, list_loras ----
+    # Each is LLMEngine -> EngineCore -> the executor's collective_rpc -> the
+    # worker -> LoRAModelRunnerMixin, whose call on the slot manager runs here
+    # (vllm/v1/engine/llm_engine.py, core.py; v1/worker/lora_model_runner_mixin.py,
+    # 0.33.0 and 0.34.0). They reach the worker's slots only, never the
+    # scheduler; what vLLM's slot code raises comes back to the caller as
+    # ``SlotsRaised`` (an engine-core utility call returns its exception to the
+    # client; the engine core lives on).
+
+    def add_lora(self, adapter: int, name: str | None = None, path: str | None = None) -> bool:
+        """``LLMEngine.add_lora``: the mixin's ``add_lora``, the worker's ``add_adapter``.
+
+        A new adapter is read from disk into the CPU cache and a GPU slot; one
+        already loaded is only moved to the front of both LRUs.
+        """
+        return self.slots.add(self.lora_request(adapter, name, path))
+
+    def reload_lora(self, adapter: int, name: str | None = None, path: str | None = None) -> bool:
+        """New weights written at the adapter's path, then ``LLMEngine.add_lora`` with
+        ``LoRARequest(load_inplace=True)``: the same name and id loaded again in
+        place (``add_adapter`` removes the old weights first); the weight version
+        bumps."""
+        lora = self.lora_request(adapter, name, path)
+        return self.slots.reload(lora.lora_name, adapter, lora.lora_path)
+
+    def remove_lora(self, adapter: int) -> bool:
+        """``LLMEngine.remove_lora``: the mixin's ``remove_lora``, the worker's ``remove_adapter``.
+
+        Out of its GPU slot and the CPU cache; a later step that needs it reads
+        it from disk again.
+        """
+        return self.slots.remove(adapter)
+
+    def pin_lora(self, adapter: int) -> bool:
+        """``LLMEngine.pin_lora``: the mixin's ``pin_lora``, the worker's ``pin_adapter``.
+
+        Pinned in the CPU cache and in a GPU slot (activated if it was not):
+        never evicted by either LRU.
+        """
+        return self.slots.pin(adapter)
+
+    def list_loras(self) -> frozenset[int]:
+        """``LLMEngine.list_loras``: the mixin's ``list_loras``, the worker's
+        ``list_adapters``, the ids in the CPU cache (read from vLLM's own cache)."""
+        return frozenset(self.slots.state().cpu)
 
     def draw_eos(self, request_id: str) -> None:
         """The model draws end of sequence as the next token of ``request_id`` the engine takes.
@@ -322,6 +411,9 @@ class Driver:
     def step(self) -> Step:
         """One ``EngineCore.step``, or one ``EngineCore.step_with_batch_queue`` with a queue."""
         with self.checkout.installed():
+            if self.input_aborts:  # the input queue, drained before the engine steps
+                self._abort(self.input_aborts)
+            during, self.aborts_queue = self.aborts_queue, []
             start = read_pool(self.scheduler.kv_cache_manager)
             live = frozenset(self.scheduler.requests)
             del self.cache_events[:]
@@ -331,7 +423,10 @@ class Driver:
             else:
                 launched, taken = self._step_with_batch_queue()
             scheduled = self._read_schedule(launched, start, live)
-            ended = self._take(taken) if taken is not None else {}
+            if self.dead is not None:  # vLLM's code raised: no output comes back
+                taken = None
+            ended = self._take(taken, during) if taken is not None else {}
+            self.input_aborts = during if taken is None else []
             return attrs.evolve(
                 scheduled,
                 cache_events=tuple(self.cache_events),
@@ -342,6 +437,7 @@ class Driver:
                 pool_after=read_pool(self.scheduler.kv_cache_manager),
                 live_after=frozenset(self.scheduler.requests),
                 processed=taken is not None,
+                raised=self.dead,
                 taken=tuple(taken.output.num_scheduled_tokens) if taken is not None else (),
             )
 
@@ -349,8 +445,25 @@ class Driver:
         """``schedule()`` and the launch of its batch, if the scheduler has requests."""
         if not self.scheduler.has_requests():
             return None
-        output = self.scheduler.schedule()
-        return self.runner.launch(output, self.scheduler.requests)
+        output = self._vllm("the scheduler", self.scheduler.schedule)
+        if output is None:
+            return None
+        batch = self.runner.launch(output, self.scheduler.requests)
+        if batch.slot_error is not None:
+            self.dead = f"the slot manager raised {batch.slot_error}"
+        return batch
+
+    def _vllm(self, part: str, call: Callable[[], T]) -> T | None:
+        """``call()``, into vLLM's ``part``; what it raises kills the engine core.
+
+        As in vLLM, where an exception in the step function ends
+        ``run_busy_loop``: it is kept in ``dead`` with vLLM's file and line.
+        """
+        try:
+            return call()
+        except Exception as err:  # vLLM's code is the system under test
+            self.dead = f"{part} raised {raised_at(err, self.checkout.package)}"
+            return None
 
     def _step_with_batch_queue(self) -> tuple[Batch | None, Batch | None]:
         """``EngineCore.step_with_batch_queue`` (both releases): the batch launched, the one taken.
@@ -376,10 +489,13 @@ class Driver:
             return None, None
         return launched, queue.pop()
 
-    def _take(self, batch: Batch) -> dict[str, str]:
-        """``update_from_output`` with the batch's model output; the requests it ended."""
+    def _take(self, batch: Batch, aborts: list[str]) -> dict[str, str]:
+        """The aborts that came during the step, then ``update_from_output``; what it ended."""
+        if aborts:
+            self._abort(aborts)
         requests = dict(self.scheduler.requests)
-        self.scheduler.update_from_output(batch.output, self.runner.model_output(batch))
+        output = self.runner.model_output(batch)
+        self._vllm("the scheduler", lambda: self.scheduler.update_from_output(batch.output, output))
         return {
             r: request.status.name
             for r, request in requests.items()
@@ -392,11 +508,12 @@ class Driver:
         output = batch.output if batch is not None else None
         new_ids = [r.req_id for r in output.scheduled_new_reqs] if output else []
         sent = [*new_ids, *output.scheduled_cached_reqs.req_ids] if output else []
-        scheduled = list(output.num_scheduled_tokens) if output else []
+        step_tokens: dict[str, int] = dict(output.num_scheduled_tokens) if output else {}
+        scheduled = list(step_tokens)
         step = Step(
             scheduled=output is not None,
             processed=False,
-            tokens=dict(output.num_scheduled_tokens) if output else {},
+            tokens=step_tokens,
             new=tuple(r for r in new_ids if r not in self.preempted),
             resumed=tuple(r for r in sent if r in self.preempted),
             preempted=tuple(sorted(output.preempted_req_ids or ())) if output else (),
@@ -404,6 +521,14 @@ class Driver:
             adapters=_adapters(requests[r] for r in scheduled),
             running_adapters=_adapters(self.scheduler.running),
             lora_requests=_lora_identities(batch.lora_requests) if batch else frozenset(),
+            needed={
+                r: _adapter(requests[r].lora_request)
+                for r in scheduled
+                if requests[r].lora_request is not None and step_tokens[r]
+            },
+            slots=batch.slots if batch else None,
+            raised=None,
+            weights=dict(self.slots.files.versions),
             computed={r: requests[r].num_computed_tokens for r in scheduled},
             # A new request's computed tokens as scheduled: its prefix-cache hit.
             cached_tokens={r.req_id: r.num_computed_tokens for r in output.scheduled_new_reqs}

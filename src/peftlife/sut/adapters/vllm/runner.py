@@ -2,22 +2,28 @@
 
 Stands for ``vllm/v1/worker/gpu/model_runner.py``'s ``GPUModelRunner``, the
 V2 model runner (the default on 0.33.0, the only one on 0.34.0). What can run
-on a CPU runs: the step's adapter set is assembled by vLLM's own ``LoraState``
-(``v1/worker/gpu/lora_utils.py``) over the release's own ``LoRARequest``, so
-its equality (the name on 0.33.0; the name and id on 0.34.0) decides which
-adapters the step asks the slot manager for. What cannot run is modelled,
-each rule naming what it stands for: the request slots, and the model's
-sampled tokens, among them a drawn end of sequence.
+on a CPU runs: the step's adapter set and its token mappings are made by
+vLLM's own ``LoraState`` (``v1/worker/gpu/lora_utils.py``,
+``make_lora_inputs``) over the release's own ``LoRARequest``, so its equality
+(the name on 0.33.0; the name and id on 0.34.0) decides which adapters the
+step asks the slot manager for; and they go, as ``_set_active_loras`` sends
+them, to vLLM's own worker slot manager (``slots.py``), whose state is read
+back after it applied them. What cannot run is modelled, each rule naming
+what it stands for: the request slots, and the model's sampled tokens, among
+them a drawn end of sequence.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 
 from peftlife.sut.adapters.vllm.checkout import Checkout
+from peftlife.sut.adapters.vllm.slots import Slots, SlotsRaised, SlotState, set_active_loras
 from peftlife.sut.adapters.vllm.standins import Fields
 
 TOKEN = 7  # the token the model samples, unless it draws an end of sequence
@@ -36,16 +42,22 @@ class Batch:
     output: Any  # the scheduler's SchedulerOutput
     lora_requests: frozenset[Any]  # the release's LoRARequest objects the step activates
     sampled: dict[str, list[int]]  # request id -> the tokens the model sampled
+    slots: SlotState  # the worker's slots after they applied the step's set
+    slot_error: str | None = None  # what vLLM's slot code raised applying it, and where
 
 
 class ModelRunner:
     """The runner's request slots, adapter table and sampler, for one engine core."""
 
-    def __init__(self, checkout: Checkout, max_num_reqs: int) -> None:
+    def __init__(self, checkout: Checkout, max_num_reqs: int, slots: Slots) -> None:
         lora_utils = checkout.module("vllm.v1.worker.gpu.lora_utils")
         with checkout.installed():
             self.lora_state = lora_utils.LoraState(max_num_reqs=max_num_reqs)
+        # 0.34.0's make_lora_inputs takes each request's logits rows; 0.33.0's does not.
+        params = inspect.signature(self.lora_state.make_lora_inputs).parameters
+        self.logits_rows = "num_logits" in params
         self.checkout = checkout
+        self.slots = slots
         # Stands for RequestState's slots (v1/worker/gpu/states.py, add_request and
         # remove_request): the last free index is taken, a freed one goes to the end.
         self.free_indices = list(range(max_num_reqs))
@@ -58,14 +70,15 @@ class ModelRunner:
             self.free_indices.append(index)
         self.lora_state.remove_request(req_id)
 
-    def adapter_set(self, output: Any) -> frozenset[Any]:
-        """The step's adapters, assembled as ``GPUModelRunner.execute_model`` does.
+    def lora_inputs(self, output: Any) -> tuple[tuple[int, ...], tuple[int, ...], set[Any]]:
+        """The step's adapter mappings and set, made as ``GPUModelRunner.execute_model`` does.
 
         Stands for its ``finish_requests`` (finished and preempted requests
-        leave the runner), ``add_requests`` (each new request's
-        ``lora_request`` into ``LoraState.add_request``) and ``prepare_inputs``'s
-        ``LoraState.make_lora_inputs``, whose set is vLLM's own
-        ``LoraState.get_activate_loras`` over the scheduled request ids.
+        leave the runner) and ``add_requests`` (each new request's
+        ``lora_request`` into ``LoraState.add_request``); then vLLM's own
+        ``LoraState.make_lora_inputs`` over the scheduled requests (one logits
+        row each: no speculative decoding), whose set is
+        ``get_activate_loras``'s.
         """
         with self.checkout.installed():
             gone = set(output.finished_req_ids) | set(output.preempted_req_ids or ())
@@ -77,11 +90,22 @@ class ModelRunner:
                 index = self.free_indices.pop()
                 self.req_id_to_index[new.req_id] = index
                 self.lora_state.add_request(new.req_id, index, new.lora_request)
-            chosen = self.lora_state.get_activate_loras(list(output.num_scheduled_tokens))
-            return frozenset(chosen)
+            req_ids = list(output.num_scheduled_tokens)
+            rows = [self.req_id_to_index[r] for r in req_ids]
+            counts = [output.num_scheduled_tokens[r] for r in req_ids]
+            logits = (np.ones(len(req_ids), dtype=np.int32),) if self.logits_rows else ()
+            inputs: tuple[tuple[int, ...], tuple[int, ...], set[Any]]
+            inputs = self.lora_state.make_lora_inputs(
+                req_ids, np.array(rows, dtype=np.int32), np.array(counts, dtype=np.int32), *logits
+            )
+            return inputs
 
     def launch(self, output: Any, requests: Mapping[str, Any]) -> Batch:
-        """``execute_model`` and ``sample_tokens`` for ``output``: the adapter set and the tokens.
+        """``execute_model`` and ``sample_tokens`` for ``output``: the adapters and the tokens.
+
+        The step's adapter set goes to the worker's slots as ``_set_active_loras``
+        sends it; what vLLM's slot code raises is kept in the batch with its
+        file and line (``slot_error``), and the slots are read back either way.
 
         The sampler is modelled (it stands for the model's forward pass and
         ``Sampler``): a request whose scheduled tokens end what it has samples
@@ -90,7 +114,12 @@ class ModelRunner:
         (``Request.is_prefill_chunk``, set in ``Scheduler._update_after_schedule``).
         The token is ``TOKEN``, or ``EOS`` for a request ``draw_eos`` named.
         """
-        lora_requests = self.adapter_set(output)
+        prompts, tokens, lora_requests = self.lora_inputs(output)
+        error = None
+        try:  # _set_active_loras, on the worker's slots
+            set_active_loras(self.slots, prompts, tokens, lora_requests)
+        except SlotsRaised as raised:  # the worker raised in execute_model: the engine dies
+            error = str(raised.error)
         sampled: dict[str, list[int]] = {}
         for req_id in output.num_scheduled_tokens:
             if requests[req_id].is_prefill_chunk:
@@ -100,7 +129,7 @@ class ModelRunner:
                 sampled[req_id] = [EOS]
             else:
                 sampled[req_id] = [TOKEN]
-        return Batch(output, lora_requests, sampled)
+        return Batch(output, frozenset(lora_requests), sampled, self.slots.state(), error)
 
     def model_output(self, batch: Batch) -> Fields:
         """The batch's ``ModelRunnerOutput`` (``vllm/v1/outputs.py``), as the engine takes it."""

@@ -445,3 +445,36 @@ class Slots:
             names={i: (model.name, model.path) for i, model in cpu.items()},
             kernel=layouts[-1] if layouts else None,
         )
+
+
+def set_active_loras(
+    slots: Slots,
+    prompt_mapping: Sequence[int],
+    token_mapping: Sequence[int],
+    lora_requests: set[Any],
+) -> None:
+    """The model runner's ``_set_active_loras`` with mappings it made itself.
+
+    For a caller that runs the runner's own ``make_lora_inputs`` (the driver's
+    ``LoraState``): its three results go to the slots as they are, where
+    ``apply_step`` would assemble them again. For example, one request of
+    adapter 1 with three tokens scheduled:
+    ``set_active_loras(slots, (1,), (1, 1, 1), {slots.lora_request("a", 1)})``.
+    """
+    prompts = tuple(int(i) for i in prompt_mapping)
+    tokens = tuple(int(i) for i in token_mapping)
+    slots._set_active_loras(prompts, tokens, lora_requests)
+
+
+def raised_at(err: BaseException, package: Path) -> SlotError:
+    """Where in ``package`` (a ``vllm`` directory) an exception was raised, as ``SlotError``
+    says it: for code beside the slot managers (the scheduler, the KV cache
+    manager) that the same caller runs.
+
+    >>> try:
+    ...     raise ValueError("bad")
+    ... except ValueError as err:
+    ...     raised_at(err, Path("/nowhere")).message
+    'bad'
+    """
+    return _slot_error(err, package)
