@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 
 from peftlife.sut.adapters.vllm.checkout import Checkout
 from peftlife.sut.adapters.vllm.standins import Fields
@@ -77,8 +78,13 @@ class ModelRunner:
                 index = self.free_indices.pop()
                 self.req_id_to_index[new.req_id] = index
                 self.lora_state.add_request(new.req_id, index, new.lora_request)
-            chosen = self.lora_state.get_activate_loras(list(output.num_scheduled_tokens))
-            return frozenset(chosen)
+            req_ids = list(output.num_scheduled_tokens)
+            if hasattr(self.lora_state, "get_activate_loras"):
+                return frozenset(self.lora_state.get_activate_loras(req_ids))
+            # To 0.23.0 the set is make_lora_inputs's third result, over the slots.
+            slots = np.array([self.req_id_to_index[r] for r in req_ids], dtype=np.int32)
+            tokens = np.array([output.num_scheduled_tokens[r] for r in req_ids], dtype=np.int32)
+            return frozenset(self.lora_state.make_lora_inputs(req_ids, slots, tokens)[2])
 
     def launch(self, output: Any, requests: Mapping[str, Any]) -> Batch:
         """``execute_model`` and ``sample_tokens`` for ``output``: the adapter set and the tokens.
