@@ -2,8 +2,11 @@
 
 A vLLM release adds files to the chain peftlife loads, names to the modules it
 stands in for, and fields to the configuration and output objects the driver
-hands the scheduler. Each ``Range`` says what its releases add; ``for_version``
-merges every range a release falls in, in table order. A release older than
+hands the scheduler, and drops files of the common chain older releases lack.
+Each ``Range`` says what its releases add, the table newest first (by where a
+range ends, then where it starts); ``for_version`` merges every range a
+release falls in, in table order, and no two of them may declare one name
+twice. A release older than
 ``OLDEST`` differs in kind (its engine runs another model runner) and is
 refused in one line (``unsupported``); a name a supported release needs that
 is missing is the loader's one-line error naming the release, the file, the
@@ -94,13 +97,6 @@ RANGES = (
             "model_runner_output": {"req_ids": None},  # filled per step by the driver
         },
     ),
-    # To 0.32.0: kv_cache_utils.py formats its out-of-memory message with
-    # vllm.utils.mem_utils (torch, psutil).
-    Range(
-        first=(0,),
-        until=(0, 33, 0),
-        standins={"vllm.utils.mem_utils": {"format_gib": unreached("format_gib")}},
-    ),
     # 0.30.0 to 0.32.0: kv_cache_utils.py lays out HiSparse KV groups with
     # vllm.v1.hisparse.layout (kv_transfer config, HiSparse runtime); only a
     # HiSparse attention config, which the tiny one lacks, reaches them.
@@ -119,39 +115,13 @@ RANGES = (
             }
         },
     ),
-    # To 0.29.0: no HiSparse block pool yet, and the scheduler names the
-    # structured-output grammar type (annotations only: no request has one).
+    # To 0.32.0: kv_cache_utils.py formats its out-of-memory message with
+    # vllm.utils.mem_utils (torch, psutil).
     Range(
         first=(0,),
-        until=(0, 30, 0),
-        without=("v1/hisparse/block_pool.py",),
-        standins={
-            "vllm.v1.structured_output": {
-                "StructuredOutputGrammar": opaque("StructuredOutputGrammar")
-            }
-        },
+        until=(0, 33, 0),
+        standins={"vllm.utils.mem_utils": {"format_gib": unreached("format_gib")}},
     ),
-    # 0.28.0 and 0.29.0: the scheduler reads the model's XD-RoPE switch and
-    # whether the engine is encoder-only (vLLM's defaults for a decoder: off).
-    Range(
-        first=(0, 28, 0),
-        until=(0, 30, 0),
-        fields={"model_config": {"uses_xdrope": False}, "vllm_config": {"is_encoder_only": False}},
-    ),
-    # To 0.27.1: the KV specs size NVFP4 caches with torch_utils (fp16 here: unused).
-    Range(
-        first=(0,),
-        until=(0, 28, 0),
-        standins={
-            "vllm.utils.torch_utils": {
-                "nvfp4_kv_cache_full_dim": unreached("nvfp4_kv_cache_full_dim")
-            }
-        },
-    ),
-    # To 0.28.0: no kv_cache_layout.py yet (the KV specs carry no layout).
-    Range(first=(0,), until=(0, 29, 0), without=("v1/kv_cache_layout.py",)),
-    # To 0.22.1: no KV spec registry yet (kv_cache_interface.py holds the specs).
-    Range(first=(0,), until=(0, 23, 0), without=("v1/kv_cache_spec_registry.py",)),
     # To 0.30.0: the scheduler imports the MoE routed-experts capturer (torch),
     # used only with model_config.enable_return_routed_experts, and reads the
     # output's routed_experts; 0.30.0 alone reads Mamba's fine-grained prefix
@@ -170,6 +140,39 @@ RANGES = (
             "model_runner_output": {"routed_experts": None},
         },
     ),
+    # 0.28.0 and 0.29.0: the scheduler reads the model's XD-RoPE switch and
+    # whether the engine is encoder-only (vLLM's defaults for a decoder: off).
+    Range(
+        first=(0, 28, 0),
+        until=(0, 30, 0),
+        fields={"model_config": {"uses_xdrope": False}, "vllm_config": {"is_encoder_only": False}},
+    ),
+    # To 0.29.0: no HiSparse block pool yet, and the scheduler names the
+    # structured-output grammar type (annotations only: no request has one).
+    Range(
+        first=(0,),
+        until=(0, 30, 0),
+        without=("v1/hisparse/block_pool.py",),
+        standins={
+            "vllm.v1.structured_output": {
+                "StructuredOutputGrammar": opaque("StructuredOutputGrammar")
+            }
+        },
+    ),
+    # To 0.28.0: no kv_cache_layout.py yet (the KV specs carry no layout).
+    Range(first=(0,), until=(0, 29, 0), without=("v1/kv_cache_layout.py",)),
+    # To 0.27.1: the KV specs size NVFP4 caches with torch_utils (fp16 here: unused).
+    Range(
+        first=(0,),
+        until=(0, 28, 0),
+        standins={
+            "vllm.utils.torch_utils": {
+                "nvfp4_kv_cache_full_dim": unreached("nvfp4_kv_cache_full_dim")
+            }
+        },
+    ),
+    # To 0.22.1: no KV spec registry yet (kv_cache_interface.py holds the specs).
+    Range(first=(0,), until=(0, 23, 0), without=("v1/kv_cache_spec_registry.py",)),
 )
 
 
