@@ -67,7 +67,7 @@ RELEASES = (
     "0.11.2",
     "0.11.1",
 )
-HEADING = "## Release matrix"
+HEADING = "### The release matrix"  # a section of docs/engines.md's spike
 
 
 @attrs.frozen
@@ -128,7 +128,11 @@ def table(rows: list[Row], command: str) -> str:
     head = [
         HEADING,
         "",
-        f"`{command}` (wall seconds, fetch excluded, on a shared machine):",
+        f"`{command}` loads each release's files (`Checkout`) and runs the seeded sweep",
+        "(`sweep.py`: its 80 seeds without and with prefix caching) through `Driver`,",
+        "checking each workload's steps with `checker/vllm.py`; seconds are wall seconds of",
+        "the load and the sweep (the fetch excluded), on a machine shared with other work.",
+        "A release refused says why in one line.",
         "",
         "| release | loads | sweep steps | checks | seconds |",
         "|---|---|---|---|---|",
