@@ -147,18 +147,19 @@ RANGES = (
         until=(0, 30, 0),
         fields={"model_config": {"uses_xdrope": False}, "vllm_config": {"is_encoder_only": False}},
     ),
-    # To 0.29.0: no HiSparse block pool yet, and the scheduler names the
-    # structured-output grammar type (annotations only: no request has one).
+    # 0.26.0 to 0.29.0: the scheduler asserts the structured-output grammar's
+    # type (isinstance, on a grammar's path: no request here has one).
     Range(
-        first=(0,),
+        first=(0, 26, 0),
         until=(0, 30, 0),
-        without=("v1/hisparse/block_pool.py",),
         standins={
             "vllm.v1.structured_output": {
                 "StructuredOutputGrammar": opaque("StructuredOutputGrammar")
             }
         },
     ),
+    # To 0.29.0: no HiSparse block pool yet.
+    Range(first=(0,), until=(0, 30, 0), without=("v1/hisparse/block_pool.py",)),
     # To 0.28.0: no kv_cache_layout.py yet (the KV specs carry no layout).
     Range(first=(0,), until=(0, 29, 0), without=("v1/kv_cache_layout.py",)),
     # To 0.27.1: the KV specs size NVFP4 caches with torch_utils (fp16 here: unused).
