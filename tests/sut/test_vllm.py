@@ -10,18 +10,19 @@ cache is skipped, not fetched.
 from __future__ import annotations
 
 import os
-import random
 import sys
 from pathlib import Path
 
 import pytest
 
 from peftlife.checker.vllm import Limits, conservation, findings
-from peftlife.sut.adapters.vllm import Checkout, CheckoutError, Driver, Step, TinyConfig
+from peftlife.sut.adapters.vllm import Checkout, CheckoutError, Driver, TinyConfig
 from peftlife.sut.adapters.vllm.release import COMPLETE, release_files
+from peftlife.sut.adapters.vllm.sweep import SEEDS, run, run_workload, workload
+
+__all__ = ["SEEDS", "checkout", "prompt", "workload"]  # test_vllm_loop.py's
 
 VERSIONS = ("0.33.0", "0.34.0")
-STEPS = 60  # every workload below drains well within this
 
 
 def _release(version: str) -> Path:
@@ -46,18 +47,6 @@ def checkout(request: pytest.FixtureRequest) -> Checkout:
 def prompt(length: int) -> list[int]:
     """Tokens 1 to ``length``: any two such prompts share a prefix."""
     return list(range(1, length + 1))
-
-
-def run(driver: Driver, aborts: dict[int, str] | None = None) -> list[Step]:
-    """Steps while the engine is busy (bounded); ``aborts`` maps a step to a request."""
-    steps = []
-    for n in range(STEPS):
-        if aborts and n in aborts:
-            driver.abort(aborts[n])
-        steps.append(driver.step())
-        if not driver.busy:
-            return steps
-    raise AssertionError(f"requests left after {STEPS} steps: {list(driver.scheduler.requests)}")
 
 
 def _source(cls: type) -> Path:
@@ -189,46 +178,6 @@ def test_an_import_the_stand_ins_lack_names_the_release_file_module_and_name(
         match=r"^vLLM 0\.34\.0: \S+envs\.py needs 'NotStoodIn' from 'vllm\.v1\.engine'",
     ):
         Checkout(tmp_path)
-
-
-Workload = tuple[TinyConfig, list[tuple[str, int, int, int, tuple[int, ...]]], dict[int, str]]
-
-
-def workload(seed: int, prefix_caching: bool) -> Workload:
-    """A small configuration, its requests and its aborts, from a seed.
-
-    Requests are (id, prompt length, max tokens, adapter, prompt); prompts
-    start from one of two token families, so some share prefixes.
-    """
-    rng = random.Random(seed)
-    config = TinyConfig(
-        num_blocks=rng.randint(4, 8),
-        max_loras=rng.randint(1, 2),
-        enable_prefix_caching=prefix_caching,
-    )
-    room = (config.num_blocks - 1) * config.block_size  # the null block is not usable
-    requests = []
-    for n in range(rng.randint(2, 5)):
-        length = rng.randint(1, 9)
-        family = 100 * rng.randint(0, 1)
-        tokens = tuple(range(family + 1, family + length + 1))
-        max_tokens = rng.randint(1, min(6, room - length))
-        requests.append((f"r{n}", length, max_tokens, rng.randint(0, 3), tokens))
-    aborts = {rng.randint(1, 6): f"r{rng.randrange(len(requests))}"} if rng.random() < 0.3 else {}
-    return config, requests, aborts
-
-
-def run_workload(
-    checkout: Checkout, seed: int, prefix_caching: bool
-) -> tuple[TinyConfig, list[Step]]:
-    config, requests, aborts = workload(seed, prefix_caching)
-    driver = Driver(checkout, config)
-    for rid, _, max_tokens, adapter, tokens in requests:
-        driver.submit(rid, tokens, max_tokens, adapter)
-    return config, run(driver, aborts)
-
-
-SEEDS = range(80)
 
 
 @pytest.mark.parametrize("prefix_caching", [False, True], ids=["no-prefix-cache", "prefix-cache"])

@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from peftlife.sut.adapters.upstream import Loader, find_package
+from peftlife.sut.adapters.upstream import CheckoutError, Loader, find_package
 from peftlife.sut.adapters.vllm import releases, standins
 
 # The upstream files every release loads, in load order (each imports only
@@ -73,13 +73,18 @@ class Checkout:
         # A file's one-line source patches (a mutant), applied before it is compiled.
         self.patches = patches
         self.package = find_package(path, "vllm", SCHEDULER_FILE, "vLLM")
-        self.release = releases.for_version(releases.package_version(self.package))
+        version = releases.package_version(self.package)
+        why = releases.unsupported(version)
+        if why is not None:
+            raise CheckoutError(f"vLLM {version}: {why}")
+        self.release = releases.for_version(version)
         self.loader = Loader(
             lambda misses: standins.build(self.release.standins, misses),
             release=f"vLLM {self.release.version}",
         )
         self.modules = self.loader.modules
-        self.files = BASE + self.release.files + FILES
+        common = tuple(f for f in FILES if f[0] not in self.release.without)
+        self.files = BASE + self.release.files + common
         for relative, name in self.files:
             self._load(self.package / relative, name, self.patches.get(relative, ()))
         self.scheduler_class: type = self.modules[SCHEDULER].Scheduler

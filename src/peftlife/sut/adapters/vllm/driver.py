@@ -156,15 +156,19 @@ def _vllm_config(config: TinyConfig, release: Additions) -> Fields:
         ),
         cache_config=Fields(
             "cache_config",
+            **release.fields_of("cache_config"),
             num_gpu_blocks=config.num_blocks,
             enable_prefix_caching=config.enable_prefix_caching,
             prefix_caching_hash_algo=HASH,
             enable_mamba_shared_prefix_checkpoint=False,
             mamba_cache_mode="none",
         ),
-        lora_config=Fields("lora_config", max_loras=config.max_loras),
+        lora_config=Fields(
+            "lora_config", **release.fields_of("lora_config"), max_loras=config.max_loras
+        ),
         model_config=Fields(
             "model_config",
+            **release.fields_of("model_config"),
             uses_mrope=False,
             is_encoder_decoder=False,
             max_model_len=config.max_model_len,
@@ -175,6 +179,7 @@ def _vllm_config(config: TinyConfig, release: Additions) -> Fields:
         ),
         parallel_config=Fields(
             "parallel_config",
+            **release.fields_of("parallel_config"),
             data_parallel_index=0,
             data_parallel_size=1,
             pipeline_parallel_size=config.pipeline_parallel_size,
@@ -183,6 +188,7 @@ def _vllm_config(config: TinyConfig, release: Additions) -> Fields:
         ),
         observability_config=Fields(
             "observability_config",
+            **release.fields_of("observability_config"),
             per_request_spec_decode_metrics="none",
             kv_cache_metrics=False,
             enable_mfu_metrics=False,
@@ -266,7 +272,10 @@ class Driver:
         utils = self.checkout.module("vllm.v1.core.kv_cache_utils")
         hash_fn = self.checkout.module("vllm.utils.hashing").get_hash_fn_by_name(HASH)
         utils.init_none_hash(hash_fn)
-        return utils.get_request_block_hasher(self.scheduler.hash_block_size, hash_fn)
+        # To 0.25.1 the scheduler keeps no hash_block_size: it hashes per block_size,
+        # its default when the engine core passes none (as here).
+        size = getattr(self.scheduler, "hash_block_size", self.config.block_size)
+        return utils.get_request_block_hasher(size, hash_fn)
 
     @property
     def pool(self) -> Pool:

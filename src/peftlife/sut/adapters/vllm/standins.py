@@ -70,8 +70,25 @@ class _Opaque:
         pass
 
 
-def _opaque(name: str) -> type:
+def opaque(name: str) -> type:
     return type(name, (_Opaque,), {})
+
+
+def unreached(name: str) -> Any:
+    """A function a loaded file imports but calls only on a path the tiny configuration
+    never takes (a KV layout it does not use, a feature it leaves off).
+
+    >>> unreached("format_gib")(1.0)
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: format_gib has no stand-in in peftlife's vLLM driver
+    """
+
+    def call(*args: object, **kwargs: object) -> Any:
+        raise NotImplementedError(f"{name} has no stand-in in peftlife's vLLM driver")
+
+    call.__name__ = name
+    return call
 
 
 class FinishReason(enum.IntEnum):
@@ -147,6 +164,9 @@ class StructuredOutputManager:
     def accept_tokens(self, request: object, tokens: object) -> bool:
         return True
 
+    def should_advance(self, request: object, new_token_ids: object = None) -> bool:
+        return False  # upstream's answer for a request without structured output (to 0.29.0)
+
     def validate_tokens(self, request: object, tokens: list[int]) -> list[int]:
         return tokens
 
@@ -174,6 +194,9 @@ class EventPublisherFactory:
 class EncoderCacheManager:
     """The multimodal encoder cache: empty, since the spike's requests are text only."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass  # to 0.27.1 the scheduler builds it directly, with its cache size
+
     @classmethod
     def create_manager(cls, cache_size: int, vllm_config: object) -> EncoderCacheManager:
         return cls()
@@ -192,7 +215,10 @@ class EncoderCacheManager:
 
 
 class MultiModalRegistry(_Opaque):
-    pass
+    """``vllm.multimodal.MULTIMODAL_REGISTRY``'s type: no model here takes multimodal inputs."""
+
+    def supports_multimodal_inputs(self, model_config: object) -> bool:
+        return False  # the scheduler asks it up to 0.30.0 (later, the model config)
 
 
 def strip_covered_mm_data(mm_features: list[Any], *args: object, **kwargs: object) -> list[Any]:
@@ -286,7 +312,7 @@ PACKAGES = (
 
 def _names() -> dict[str, dict[str, object]]:
     """Each stood-in module's names. Only those the loaded files import are here."""
-    opaque = _opaque
+
     return {
         "vllm.compilation.cuda_graph": {"CUDAGraphStat": opaque("CUDAGraphStat")},
         "vllm.config": {
@@ -424,7 +450,7 @@ def _names() -> dict[str, dict[str, object]]:
 
 
 TORCH = {
-    "Tensor": _opaque("Tensor"),  # annotations only
+    "Tensor": opaque("Tensor"),  # annotations only
     "dtype": DType,
     "float16": DType("float16", 2),
     "bfloat16": DType("bfloat16", 2),
@@ -450,6 +476,11 @@ def build(
     modules: dict[str, types.ModuleType] = {
         name: StandInModule(name, held, misses) for name, held in names.items()
     }
-    for name in PACKAGES:
-        modules[name] = as_package(modules.get(name) or StandInModule(name, {}, misses))
+    # Every parent of a stood-in module is a package, so a release range's
+    # module (vllm.model_executor.layers...) imports without its parents listed.
+    parents = {n.rpartition(".")[0] for n in names} | set(PACKAGES)
+    for name in sorted(parents):
+        while name:
+            modules[name] = as_package(modules.get(name) or StandInModule(name, {}, misses))
+            name = name.rpartition(".")[0]
     return modules
