@@ -73,7 +73,7 @@ class Release:
 
 
 _0_33 = Release(
-    first=(0, 33, 0),
+    first=(0, 32, 0),
     model_manager=("lora/model_manager.py", "vllm.lora.model_manager"),
     standins=(
         "vllm.exceptions",
@@ -90,7 +90,7 @@ _0_33 = Release(
     step_set=INPUT_BATCH,
 )
 
-# Checked on 0.11.1, 0.33.0 and 0.34.0. A release between two rows takes the
+# Checked on 0.11.1, 0.32.0, 0.33.0 and 0.34.0. A release between two rows takes the
 # earlier row; a file or name it lacks is named by the loader (CheckoutError).
 RELEASES = (
     Release(
