@@ -284,7 +284,7 @@ def test_a_group_is_searched_and_listed(tmp_path: Path, run_main: Main) -> None:
 def test_check_checks_every_sut_it_is_given(tmp_path: Path, run_main: Main) -> None:
     code, _, _ = run_main(
         tmp_path, "check", "-q", "--sut", "reference", "--sut", "mutant:no_release_on_suspend",
-        "--report-dir", "r",
+        "--report-dir", "r", "--max-examples", "10",
     )  # fmt: skip
     assert code == 1
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
