@@ -1172,27 +1172,80 @@ def test_drain_stops_at_the_first_violating_step() -> None:
     assert engine.live_requests != []
 
 
-def test_stateless_scheduler_that_never_schedules_is_a_livelock() -> None:
+def test_stateless_scheduler_that_never_schedules_stops_upstreams_executor() -> None:
+    # Every pass of the repeated world stalls: upstream's count only grows, so its
+    # scheduler raises and the executor stops.
     engine = Engine(EngineConfig(), StatelessNeverSchedules)
     engine.submit(prompt_len=1, max_new_tokens=1)
     result = drain(engine)
     assert result.iterations == 2  # the second world repeats the first
     (v,) = result.violations
     assert (v.invariant, str(v.subject)) == ("drain_completes", "requests [1]")
-    assert v.found.startswith("livelock: the world repeated exactly")
+    assert v.found.startswith(
+        "the executor stops: V2 scheduler deadlock after 1000 stalled passes "
+        "(the world repeated exactly after 2 drain iterations"
+    )
     assert v.expected == "every request finished or failed"
 
 
-def test_stateful_scheduler_that_never_schedules_runs_to_the_bound() -> None:
+class StatelessSuspendsEveryPass(NeverSchedules):
+    """Lists every request as paused, every pass: progress in upstream's count."""
+
+    keeps_no_state_between_passes = True
+
+    def schedule_request(self, active_requests: object, inflight: object) -> SchedulerOutput:
+        return SchedulerOutput(paused_requests=list(active_requests))  # type: ignore[call-overload]
+
+
+def test_a_repeated_world_whose_passes_suspend_is_a_silent_livelock() -> None:
+    engine = Engine(EngineConfig(), StatelessSuspendsEveryPass)
+    engine.submit(prompt_len=1, max_new_tokens=1)
+    # Only the drain judges: the output itself breaks invariant 6.
+    (v,) = drain(engine, checker=lambda s: []).violations
+    assert v.found.startswith("livelock: the world repeated exactly after")
+    assert "the executor spins silently" in v.found
+
+
+def test_stateful_scheduler_that_never_schedules_stalls_on_to_upstreams_count() -> None:
     engine = Engine(EngineConfig(), NeverSchedules)
     engine.submit(prompt_len=1, max_new_tokens=1)
     bound = drain_bound(engine)
     assert bound == 58
     result = drain(engine)
     assert result.iterations == bound == result.bound
+    assert len(result.snapshots) == bound + 1  # and the last pass past the bound
     (v,) = result.violations
     assert (v.invariant, str(v.subject)) == ("drain_completes", "requests [1]")
-    assert v.found == f"still live after the drain's bound of {bound} iterations"
+    assert v.found == (
+        "the executor stops: V2 scheduler deadlock after 1000 stalled passes "
+        "(still live after 1000 iterations)"
+    )
+
+
+class RaisesUpstreamsDeadlock(NeverSchedules):
+    """Stalls, then raises upstream's error on its third pass, as its detector would."""
+
+    def __init__(self, env: object) -> None:
+        self.passes = 0
+
+    def schedule_request(self, active_requests: object, inflight: object) -> SchedulerOutput:
+        self.passes += 1
+        if self.passes == 3:
+            raise RuntimeError("V2 scheduler deadlock: 1 generation and 0 context request(s)")
+        return SchedulerOutput()
+
+
+def test_upstreams_own_deadlock_error_is_the_drains_finding() -> None:
+    engine = Engine(EngineConfig(), RaisesUpstreamsDeadlock)
+    engine.submit(prompt_len=1, max_new_tokens=1)
+    result = drain(engine)
+    assert result.iterations == 3
+    (v,) = result.violations
+    assert v.invariant == "drain_completes"
+    assert v.found.startswith(
+        "the executor stops: V2 scheduler deadlock after 1000 stalled passes "
+        "(schedule_request raised RuntimeError: V2 scheduler deadlock: 1 generation"
+    )
 
 
 def test_can_drain() -> None:

@@ -1,7 +1,9 @@
 """Invariant 12, the drain: stop arrivals, clear faults, and step until the world is empty.
 
 Unlike the other invariants it needs an engine to step, and a premise: only a
-world that can drain (``can_drain``) is held to the bound.
+world that can drain (``can_drain``) is held to the bound. A drain that cannot
+finish says whether upstream's executor would stop on it with its deadlock
+error or spin silently (``checker.stall``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import attrs
 
 from peftlife.checker import registry
 from peftlife.checker.invariants import Subject, Violation, kept
+from peftlife.checker.stall import DEADLOCK_STALL_ITERS, executor_stops, stalled, upstream_raised
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import Engine
 from peftlife.world.protocol import STATELESS_DECLARATION
@@ -28,7 +31,12 @@ class DrainResult:
 
 
 def drain_bound(engine: Engine) -> int:
-    """50 iterations plus 4 per remaining prompt or output token of the live requests."""
+    """50 iterations plus 4 per remaining prompt or output token of the live requests.
+
+    Shorter than upstream's ``DEADLOCK_STALL_ITERS`` in any world the scenarios
+    draw: a drain that ends at it while every pass stalls goes on, passes at most
+    ``DEADLOCK_STALL_ITERS`` more, to tell upstream's deadlock error from a spin.
+    """
     remaining = sum(
         r.context_remaining_length + (r.max_new_tokens - r.num_generated)
         for r in engine.live_requests
@@ -119,6 +127,14 @@ def drain(
     something to drain; one that raised or hung when read is a
     ``scheduler_protocol`` finding at the first drain iteration, as a raise in
     a pass is.
+
+    A drain that cannot finish says what upstream's executor does on it
+    (``checker.stall``): every pass of the repeated world stalled, or the drain
+    still stalling at its bound went on to ``DEADLOCK_STALL_ITERS`` stalled
+    passes, or the scheduler raised upstream's deadlock error itself: "the
+    executor stops: V2 scheduler deadlock after 1000 stalled passes". Otherwise
+    the finding is a silent livelock, or still live at the bound. ``iterations``
+    counts the passes within the bound; of those past it the trace keeps the last.
     """
     checker = checker or registry.checker(engine.config)
     engine.clear_faults()
@@ -131,34 +147,102 @@ def drain(
     if engine.live_requests:
         declaration = engine.state_declaration()
         stateless, unreadable = declaration.stateless, declaration.error
-    seen: set[Snapshot] = set()
+    # Each world seen, with the drain iteration it was seen at; and the passes in a row
+    # that upstream's detector counts as stalled.
+    seen: dict[Snapshot, int] = {}
     snapshots: list[Snapshot] = []
     violations: list[Violation] = []
-    steps = 0
+    steps = stall = 0
     while engine.live_requests and steps < bound:
         snap = engine.step()
         steps += 1
+        stall = stall + 1 if stalled(snap) else 0
         snapshots.append(snap)
         violations = checker(snap)
         if unreadable is not None:
             violations = kept([_unreadable(unreadable, snap.iteration), *violations])
             unreadable = None
+        if binds and upstream_raised(snap) is not None:
+            violations = _deadlock(engine, snap, violations)
+            break
         if violations:
             break
         if stateless and binds:
             world = snap.world()
-            if world in seen:
-                why = f"livelock: the world repeated exactly after {steps} drain iterations"
-                violations = [_undrained(engine, why)]
+            first = seen.get(world)
+            if first is not None:
+                violations = [_undrained(engine, _repeated(steps, steps - first, stall))]
                 break
-            seen.add(world)
+            seen[world] = steps
     if not violations and engine.live_requests and binds:
-        violations = [
-            _undrained(engine, f"still live after the drain's bound of {count(bound, 'iteration')}")
-        ]
+        violations = _past_the_bound(engine, checker, bound, stall, snapshots)
     if not violations:
         violations = list(_drained_empty(engine.snapshot()))
     return DrainResult(steps, bound, tuple(kept(violations)), tuple(snapshots))
+
+
+def _repeated(steps: int, cycle: int, stall: int) -> str:
+    """What a world that repeated after ``steps`` drain iterations, every ``cycle``, means
+    upstream: with every pass of the cycle stalled the count only grows, so upstream's
+    executor stops; otherwise upstream counts the cycle as progress and spins."""
+    repeated = f"the world repeated exactly after {steps} drain iterations"
+    if stall >= cycle:
+        return f"{executor_stops()} ({repeated}, every pass stalled)"
+    return (
+        f"livelock: {repeated}; upstream counts its passes as progress, so its deadlock "
+        "detector never fires and the executor spins silently"
+    )
+
+
+def _past_the_bound(
+    engine: Engine,
+    checker: Callable[[Snapshot], list[Violation]],
+    bound: int,
+    stall: int,
+    snapshots: list[Snapshot],
+) -> list[Violation]:
+    """The finding of a drain still live at its bound.
+
+    While every pass stalls the drain goes on until upstream's count is reached
+    (``DEADLOCK_STALL_ITERS`` stalled passes in a row, so at most that many more
+    passes), and the trace keeps the last of them: a scheduler that raises
+    upstream's deadlock error on the way is reported with it.
+    """
+    extra = 0
+    snap = None
+    while 0 < stall < DEADLOCK_STALL_ITERS and engine.live_requests:
+        snap = engine.step()
+        extra += 1
+        stall = stall + 1 if stalled(snap) else 0
+        violations = checker(snap)
+        if upstream_raised(snap) is not None:
+            snapshots.append(snap)
+            return _deadlock(engine, snap, violations)
+        if violations:
+            snapshots.append(snap)
+            return violations
+    if snap is not None:
+        snapshots.append(snap)
+    if not engine.live_requests:
+        return []
+    passes = count(bound + extra, "iteration")
+    if stall >= DEADLOCK_STALL_ITERS:
+        return [_undrained(engine, f"{executor_stops()} (still live after {passes})")]
+    why = f"still live after the drain's bound of {count(bound, 'iteration')}"
+    if extra:
+        why += (
+            f"; {extra} passes past it one made progress in upstream's count, so its "
+            "deadlock detector does not fire"
+        )
+    return [_undrained(engine, why)]
+
+
+def _deadlock(engine: Engine, snap: Snapshot, violations: list[Violation]) -> list[Violation]:
+    """The scheduler raised upstream's deadlock error: the executor stops, as upstream's."""
+    error = upstream_raised(snap)
+    assert error is not None
+    others = [v for v in violations if v.invariant != "scheduler_protocol"]
+    return kept([_undrained(engine, f"{executor_stops()} ({error.message})"), *others])
 
 
 def _unreadable(error: StepError, iteration: int) -> Violation:
