@@ -3,27 +3,61 @@
 Each release's files come from the package registry once per machine (cached
 under ``$PEFTLIFE_CACHE`` or ``~/.cache/peftlife``). Without network, set
 ``PEFTLIFE_OFFLINE=1`` to skip these tests.
+
+The tests step the releases the vLLM tests fetch anyway (``FETCHED``: 0.22.0
+is the oldest the driver steps) and the first release of each row of the slot
+table (``slots.RELEASES``) that is already cached; the table's own tests run
+on each row's first release, skipped (with how to fetch it) where it is not
+cached, so CI downloads no more wheels. ``python -m bench.vllm_releases
+--slots-only`` fetches and checks every release from 0.11.1.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import os
+import re
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 from peftlife.sut.adapters.vllm import CheckoutError
-from peftlife.sut.adapters.vllm.release import release_files
-from peftlife.sut.adapters.vllm.slots import LORA_STATE, Slots, SlotsRaised
+from peftlife.sut.adapters.vllm import slots as slot_table
+from peftlife.sut.adapters.vllm.release import COMPLETE, release_files
+from peftlife.sut.adapters.vllm.releases import parse
+from peftlife.sut.adapters.vllm.slots import INPUT_BATCH, LORA_STATE, Release, Slots, SlotsRaised
 
 NEWEST = "0.34.0"
-RELEASES = ("0.11.1", "0.33.0", NEWEST)
-WITH_LOAD_INPLACE = ("0.33.0", NEWEST)  # 0.11.1's LoRARequest has no load_inplace
+FETCHED = ("0.11.1", "0.22.0", "0.33.0", NEWEST)  # 0.22.0 for test_vllm_releases.py
+LOAD_INPLACE = (0, 15, 0)  # the first LoRARequest (vllm/lora/request.py) with load_inplace
+
+
+def _first(row: Release) -> str:
+    return ".".join(map(str, row.first))
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
+
+
+def _cached(version: str) -> bool:
+    return (_cache() / f"vllm-{version}" / COMPLETE).is_file()
+
+
+# The releases the slot tests step: those fetched, and each row's first where cached.
+RELEASES = tuple(sorted({*FETCHED, *filter(_cached, map(_first, slot_table.RELEASES))}, key=parse))
 
 
 def _folder(version: str) -> Path:
-    cache = Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
+    cache = _cache()
+    if version not in FETCHED and not _cached(version):
+        pytest.skip(
+            f"vllm=={version} is not in {cache} and the tests fetch only {', '.join(FETCHED)}: "
+            f"python -m bench.vllm_releases --slots-only --releases {version} fetches and checks it"
+        )
     try:
         return release_files(version, cache)
     except CheckoutError:
@@ -115,9 +149,12 @@ def test_remove_frees_the_slot_and_the_cpu_place(release: Path) -> None:
     assert [load[1] for load in s.files.loads].count("a") == 2
 
 
-@pytest.mark.parametrize("version", WITH_LOAD_INPLACE)
-def test_an_in_place_reload_puts_the_new_weights_in_the_slot(version: str) -> None:
-    s = slots(_folder(version), max_loras=1, max_cpu_loras=2)
+def test_an_in_place_reload_puts_the_new_weights_in_the_slot(release: Path) -> None:
+    s = slots(release, max_loras=1, max_cpu_loras=2)
+    if parse(s.version) < LOAD_INPLACE:
+        with pytest.raises(CheckoutError, match=r"'s LoRARequest .* has no load_inplace"):
+            s.reload("a", 1)
+        return
     step(s, "a")
     s.files.write("a", "/adapters/a")  # new weights on disk, no reload asked
     step(s, "a")
@@ -126,12 +163,6 @@ def test_an_in_place_reload_puts_the_new_weights_in_the_slot(version: str) -> No
     assert s.state().versions == {1: 3}
     assert s.state().slots == (1,)
     assert [load[3] for load in s.files.loads] == [1, 3]
-
-
-def test_0_11_1_has_no_in_place_reload() -> None:
-    s = slots(_folder("0.11.1"), max_loras=1)
-    with pytest.raises(CheckoutError, match=r"vLLM 0\.11\.1's LoRARequest .* no load_inplace"):
-        s.reload("a", 1)
 
 
 def test_an_exception_in_vllms_slot_code_names_its_file_and_line(release: Path) -> None:
@@ -194,3 +225,43 @@ def test_an_import_the_stand_ins_lack_is_one_line(tmp_path: Path) -> None:
         f"vLLM 0.34.0: {package / 'lora' / 'request.py'} needs 'not_stood_in' from "
         "'vllm.lora.utils', which has no stand-in"
     )
+
+
+# ---- the slot table: each row as its first release's own code has it ----
+
+
+def test_each_row_starts_after_the_one_before_and_changes_something() -> None:
+    rows = slot_table.RELEASES
+    assert _first(rows[0]) == "0.11.1"
+    for before, row in itertools.pairwise(rows):
+        assert before.first < row.first
+        assert attrs.evolve(row, first=before.first) != before, f"{_first(row)} repeats its row"
+    assert {row.step_set for row in rows} == {INPUT_BATCH, LORA_STATE}
+
+
+@pytest.mark.parametrize("row", slot_table.RELEASES, ids=_first)
+def test_a_row_builds_the_managers_as_its_first_releases_model_runner_does(row: Release) -> None:
+    package = _folder(_first(row)) / "vllm"
+    assert Slots(package, max_loras=1).release == row
+    # v1/worker/lora_model_runner_mixin.py load_lora_model: the worker and its manager.
+    mixin = (package / "v1" / "worker" / "lora_model_runner_mixin.py").read_text(encoding="utf-8")
+    assert ("model.embedding_padding_modules" in mixin) == row.padding_modules
+    assert ("create_lora_manager(model, vllm_config)" in mixin) == row.manager_takes_config
+    assert (package / row.model_manager[0]).is_file()
+    # The step's set is InputBatch's while the V1 model runner is there.
+    v1_runner = (package / "v1" / "worker" / "gpu_model_runner.py").is_file()
+    assert (row.step_set == INPUT_BATCH) == v1_runner
+
+
+@pytest.mark.parametrize("row", slot_table.RELEASES, ids=_first)
+def test_each_stand_in_a_row_declares_is_one_its_first_release_imports(
+    row: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = _folder(_first(row)) / "vllm"
+    for module in row.standins:
+        fewer = attrs.evolve(row, standins=tuple(m for m in row.standins if m != module))
+        monkeypatch.setattr(slot_table, "RELEASES", (fewer,))
+        if importlib.util.find_spec(module.partition(".")[0]) is not None:
+            continue  # installed here (regex, safetensors): the real module would load
+        with pytest.raises(CheckoutError, match=re.escape(f"'{module}'")):
+            Slots(package, max_loras=1)

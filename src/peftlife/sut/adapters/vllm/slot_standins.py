@@ -241,7 +241,11 @@ def _names() -> dict[str, dict[str, object]]:
         "torch.nn": {"Module": Module},
         "safetensors.torch": {},
         "vllm.config": {"VllmConfig": opaque("VllmConfig")},
-        "vllm.config.lora": {"LoRAConfig": opaque("LoRAConfig")},
+        # 0.14.0 and 0.15.x's model manager imports ModelConfig from here (an annotation).
+        "vllm.config.lora": {
+            "LoRAConfig": opaque("LoRAConfig"),
+            "ModelConfig": opaque("ModelConfig"),
+        },
         "vllm.exceptions": {"LoRAAdapterNotFoundError": LoRAAdapterNotFoundError},
         "vllm.logger": {"init_logger": init_logger},
         "vllm.lora.layers": {
@@ -267,6 +271,9 @@ def _names() -> dict[str, dict[str, object]]:
             "is_in_target_modules": _never,
             "is_regex_target_modules": _never,
             "get_adapter_absolute_path": lambda path: path,
+            # 0.12.0's models.py: read by LoRAModel's checkpoint loading, which the
+            # stood-in weight loader replaces.
+            "is_base_embeddding_weights": _never,
             **{
                 name: opaque(name)
                 for name in (
@@ -278,13 +285,20 @@ def _names() -> dict[str, dict[str, object]]:
                 )
             },
         },
-        "vllm.model_executor.layers.fused_moe": {"MoERunner": opaque("MoERunner")},
+        # The MoE layer the manager wraps with isinstance checks: FusedMoE to
+        # 0.23.0, MoERunner from 0.24.0; a model without layers has neither.
+        "vllm.model_executor.layers.fused_moe": {
+            "FusedMoE": opaque("FusedMoE"),
+            "MoERunner": opaque("MoERunner"),
+        },
         "vllm.model_executor.layers.pooler.tokwise": {"TokenPooler": opaque("TokenPooler")},
         "vllm.model_executor.model_loader.tensorizer": {
             "TensorizerConfig": opaque("TensorizerConfig")
         },
         "vllm.model_executor.models": {
             "SupportsLoRA": SupportsLoRA,
+            # 0.24.0 to 0.31.0: a base of the manager's SupportsLoRAMultiModalModel annotation.
+            "SupportsMultiModal": opaque("SupportsMultiModal"),
             "is_pooling_model": _never,
             "supports_multimodal": _never,
         },
@@ -299,6 +313,8 @@ def _names() -> dict[str, dict[str, object]]:
         "vllm.utils.gpu_sync_debug": {"gpu_sync_allowed": contextlib.nullcontext},
         "vllm.utils.platform_utils": {"is_pin_memory_available": _never},
         "vllm.utils.torch_utils": {"PIN_MEMORY": False},
+        # 0.14.0 and 0.15.x: v1/worker/utils.py's MultiModalBudget (encoder_budget.py later).
+        "vllm.v1.worker.utils": {"MultiModalBudget": opaque("MultiModalBudget")},
         "regex": {},
     }
 
@@ -316,6 +332,8 @@ PACKAGES = (
     "vllm.model_executor.models",
     "vllm.multimodal",
     "vllm.utils",
+    "vllm.v1",
+    "vllm.v1.worker",
 )
 
 

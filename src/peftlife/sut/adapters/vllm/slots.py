@@ -72,46 +72,84 @@ class Release:
     step_set: str  # INPUT_BATCH or LORA_STATE
 
 
-_0_33 = Release(
-    first=(0, 32, 0),
-    model_manager=("lora/model_manager.py", "vllm.lora.model_manager"),
+def _next(
+    row: Release,
+    first: tuple[int, int, int],
+    *,
+    add: tuple[str, ...] = (),
+    drop: tuple[str, ...] = (),
+    **changed: Any,
+) -> Release:
+    """``row`` as it holds from ``first`` on: stand-in modules added and dropped, fields changed."""
+    unknown = set(drop) - set(row.standins)
+    assert not unknown, f"{first}: drops stand-ins the row before lacks: {unknown}"
+    standins = tuple(sorted((set(row.standins) - set(drop)) | set(add)))
+    return attrs.evolve(row, first=first, standins=standins, **changed)
+
+
+_0_11 = Release(
+    first=(0, 11, 1),
+    model_manager=("lora/models.py", "vllm.lora.models"),
     standins=(
-        "vllm.exceptions",
-        "vllm.lora.lora_model",
-        "vllm.model_executor.layers.fused_moe",
-        "vllm.model_executor.layers.pooler.tokwise",
-        "vllm.multimodal",
-        "vllm.multimodal.encoder_budget",
-        "vllm.utils.gpu_sync_debug",
-        "vllm.utils.torch_utils",
+        "regex",
+        "safetensors.torch",
+        "vllm.model_executor.model_loader.tensorizer",
+        "vllm.model_executor.models.interfaces",
+        "vllm.utils.platform_utils",
     ),
-    padding_modules=False,
-    manager_takes_config=True,
+    padding_modules=True,
+    manager_takes_config=False,
     step_set=INPUT_BATCH,
 )
-
-# Checked on 0.11.1, 0.32.0, 0.33.0 and 0.34.0. A release between two rows takes the
-# earlier row; a file or name it lacks is named by the loader (CheckoutError).
-RELEASES = (
-    Release(
-        first=(0, 11, 1),
-        model_manager=("lora/models.py", "vllm.lora.models"),
-        standins=(
-            "regex",
-            "safetensors.torch",
-            "vllm.model_executor.model_loader.tensorizer",
-            "vllm.model_executor.models.interfaces",
-            "vllm.utils.platform_utils",
-        ),
-        padding_modules=True,
-        manager_takes_config=False,
-        step_set=INPUT_BATCH,
-    ),
-    _0_33,
-    # 0.34.0 has no v1/worker/gpu_model_runner.py: its model runner is the
-    # former V2 one (v1/worker/gpu/model_runner.py), with its own LoraState.
-    attrs.evolve(_0_33, first=(0, 34, 0), step_set=LORA_STATE),
+# 0.12.0: WorkerLoRAManager takes no embedding_padding_modules; models.py imports FusedMoE.
+_0_12 = _next(
+    _0_11, (0, 12, 0), add=("vllm.model_executor.layers.fused_moe",), padding_modules=False
 )
+# 0.13.0: models.py splits into model_manager.py and lora_model.py (LoRAModel, stood in),
+# which takes the safetensors and tensorizer imports with it.
+_0_13 = _next(
+    _0_12,
+    (0, 13, 0),
+    add=("vllm.lora.lora_model",),
+    drop=("safetensors.torch", "vllm.model_executor.model_loader.tensorizer"),
+    model_manager=("lora/model_manager.py", "vllm.lora.model_manager"),
+)
+# 0.14.0: create_lora_manager(model, vllm_config); the model manager sizes a
+# multimodal model's tower (MULTIMODAL_REGISTRY, v1/worker/utils.py MultiModalBudget).
+_0_14 = _next(
+    _0_13,
+    (0, 14, 0),
+    add=("vllm.multimodal", "vllm.v1.worker.utils"),
+    manager_takes_config=True,
+)
+# 0.16.0: MultiModalBudget moves to vllm/multimodal/encoder_budget.py.
+_0_16 = _next(
+    _0_14, (0, 16, 0), add=("vllm.multimodal.encoder_budget",), drop=("vllm.v1.worker.utils",)
+)
+# 0.18.0: is_pooling_model comes from vllm.model_executor.models, not its
+# interfaces module; the worker raises vllm.exceptions' LoRAAdapterNotFoundError.
+_0_18 = _next(
+    _0_16, (0, 18, 0), add=("vllm.exceptions",), drop=("vllm.model_executor.models.interfaces",)
+)
+# 0.19.0: the model manager no longer imports regex.
+_0_19 = _next(_0_18, (0, 19, 0), drop=("regex",))
+# 0.24.0: pinned memory is vllm.utils.torch_utils' PIN_MEMORY, not platform_utils'.
+_0_24 = _next(
+    _0_19, (0, 24, 0), add=("vllm.utils.torch_utils",), drop=("vllm.utils.platform_utils",)
+)
+# 0.28.0: the worker manager imports vllm.utils.gpu_sync_debug.
+_0_28 = _next(_0_24, (0, 28, 0), add=("vllm.utils.gpu_sync_debug",))
+# 0.33.0: the model manager imports the token pooler (pooler/tokwise.py).
+_0_33 = _next(_0_28, (0, 33, 0), add=("vllm.model_executor.layers.pooler.tokwise",))
+# 0.34.0 has no v1/worker/gpu_model_runner.py: its model runner is the
+# former V2 one (v1/worker/gpu/model_runner.py), with its own LoraState.
+_0_34 = _next(_0_33, (0, 34, 0), step_set=LORA_STATE)
+
+# Each row checked on its first release and every release up to the next
+# (bench/vllm_releases.py --slots-only loads and exercises all of them); a
+# release after the newest row takes that row, and a file or name it lacks is
+# named by the loader (CheckoutError).
+RELEASES = (_0_11, _0_12, _0_13, _0_14, _0_16, _0_18, _0_19, _0_24, _0_28, _0_33, _0_34)
 
 # The files loaded, in order; the model manager's place is the release's row.
 REQUEST = ("lora/request.py", "vllm.lora.request")
