@@ -94,7 +94,7 @@ def simple_iteration(engine: Engine) -> Snapshot:
         after_prepare = engine._scheduled_views(context, generation)
         if ensure_error is None:
             # _forward_step
-            emitting = _forward_step(context, generation, LlmRequestState.GENERATION_IN_PROGRESS)
+            emitting = _forward_step(context, generation)
             # _update_requests gives each its token; _handle_responses ->
             # _terminate_request frees each that finished, one request at a time.
             engine._as("free_resources")
@@ -184,7 +184,7 @@ def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
         if engine.is_live(req.request_id) and req.request_id not in ending:
             _pause_recompute_paused_request(req)
     # 7. batch N+1's context members advance (the launch's state update)
-    emitting = _forward_step(context, generation, None)
+    emitting = _launch(context, generation)
     # 8. _handle_responses -> _terminate_request for batch N's finished members,
     # after this iteration's ensure_batch
     engine._as("free_resources")
@@ -257,20 +257,37 @@ def _pause_recompute_paused_request(req: Request) -> None:
     req.context_chunk_size = req.context_len
 
 
-def _forward_step(
-    context: list[Request], generation: list[Request], generating: LlmRequestState | None
-) -> list[Request]:
-    """The batch's forward step as far as requests see it: context chunks move their
-    cursors on; a last chunk turns to ``generating`` (None: retiring if its first
-    token is its last, as the overlap loop has it). Returns the members that get a
-    token: generation, then those."""
-    emitting = list(generation)
+def _forward_step(context: list[Request], generation: list[Request]) -> list[Request]:
+    """The simple loop's ``_forward_step``, read back within the iteration: a last
+    chunk turns to ``GENERATION_IN_PROGRESS``, its token given by ``_update_requests``.
+    Returns the members that get a token: generation, then those."""
+    last_chunks = _run_context_chunks(context)
+    for req in last_chunks:
+        req.state = LlmRequestState.GENERATION_IN_PROGRESS
+    return [*generation, *last_chunks]
+
+
+def _launch(context: list[Request], generation: list[Request]) -> list[Request]:
+    """The overlap loop's ``_forward_step``, launched and read back at the next
+    iteration: a last chunk turns to retiring if its first token is its last
+    (``_update_generation_requests_that_will_complete_next_iteration``). Returns the
+    members the read-back will give a token: generation, then those."""
+    last_chunks = _run_context_chunks(context)
+    for req in last_chunks:
+        req.state = _state_before_token(req)
+    return [*generation, *last_chunks]
+
+
+def _run_context_chunks(context: list[Request]) -> list[Request]:
+    """The forward step as far as context requests see it: each chunk moves its
+    cursor on. Returns the requests whose last chunk ran, in batch order (a request
+    the list names twice runs twice)."""
+    last_chunks = []
     for req in context:
         req.context_current_position += req.context_chunk_size
         if req.context_current_position >= req.context_len:
-            req.state = _state_before_token(req) if generating is None else generating
-            emitting.append(req)
-    return emitting
+            last_chunks.append(req)
+    return last_chunks
 
 
 def _read_back(engine: Engine, state: OverlapState) -> list[tuple[Request, Outcome]]:
