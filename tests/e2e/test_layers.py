@@ -3,8 +3,9 @@
 Data flows downhill through six layers, ``world`` < ``sut`` < ``checker`` <
 ``search`` < ``reports`` < ``doors``: a layer imports only those below it,
 read from the sources' import statements (every one, those inside functions
-and under ``TYPE_CHECKING`` included). And the top-level package loads its
-names lazily, so the world alone loads neither Hypothesis nor rich.
+and under ``TYPE_CHECKING`` included). No module imports itself back through
+others. And the top-level package loads its names lazily, so the world alone
+loads neither Hypothesis nor rich.
 """
 
 from __future__ import annotations
@@ -117,6 +118,69 @@ def test_the_report_stacks_share_only_the_common_modules() -> None:
 def test_the_world_imports_neither_hypothesis_nor_rich() -> None:
     third_party = {module.split(".")[0] for module in IMPORTS["world"]}
     assert not third_party & {"hypothesis", "rich"}
+
+
+# ---- no import circle among modules ----
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each peftlife module and the peftlife modules its import statements name:
+    ``from package import name`` names the submodule when there is one."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        named: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module != "peftlife":
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    named.add(submodule if submodule in paths else node.module or "")
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                named.update(_imported(ast.Module(body=[node], type_ignores=[])))
+        graph[module] = {m for m in named if m in paths and m != module}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle through each module that can reach itself, found by walking the graph
+    depth first (bounded: each module is entered once)."""
+    done: set[str] = set()
+    path: list[str] = []
+    circles: list[list[str]] = []
+
+    def walk(module: str) -> None:
+        path.append(module)
+        for nxt in sorted(graph[module]):
+            if nxt in path:
+                circles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in done:
+                walk(nxt)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            walk(module)
+    return circles
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [["a", "b", "c", "a"]]
+
+
+def test_the_graph_reads_imports_of_submodules() -> None:
+    assert "peftlife.world.loops" in _module_graph()["peftlife.world.engine"]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    assert _circles(_module_graph()) == []
 
 
 # ---- the lazy top-level package ----

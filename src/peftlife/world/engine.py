@@ -6,10 +6,12 @@ held batch). ``Engine.step()`` is one ``PyExecutor`` iteration, run by
 ``peftlife.world.loops``: the simple loop (``_executor_loop``) or, under
 ``EngineConfig.executor = "overlap"``, the overlap loop
 (``_executor_loop_overlap``), each step by step in upstream's order. What
-the loops share lives here: asking the scheduler (untrusted: whatever it
-raises or returns is recorded on the step as a finding and never escapes as
-a crash of the harness), ``prepare_resources``, freeing a request, closing
-an iteration into a step record, and the snapshot.
+the loops share lives here, as the services ``peftlife.world.services``
+names: asking the scheduler (untrusted: whatever it raises or returns is
+recorded on the step as a finding and never escapes as a crash of the
+harness), ``prepare_resources``, freeing a request, closing an iteration
+into a step record, and the snapshot. The loops know the engine only by
+those services, so the engine imports the loops and not the other way.
 """
 
 from __future__ import annotations
@@ -304,14 +306,26 @@ class Engine:
             return loops.overlap_iteration(self, self._overlap)
         return loops.simple_iteration(self)
 
-    def _begin_iteration(self) -> None:
+    # ---- the loops' services (peftlife.world.services, where each is described) ----
+
+    @property
+    def recompute_pending(self) -> frozenset[int]:
+        return frozenset(self._recompute_pending)
+
+    def begin_iteration(self) -> None:
         self.iteration += 1
         self.ledger.iteration = self.iteration
         self.ledger.calls.clear()
         self._ended_now = []
         self._writes = ()
 
-    def _end_iteration(
+    def take_cancellations(self) -> tuple[Request, ...]:
+        # A queued id is live (cancel takes only those, and only an iteration ends one).
+        cancelled = tuple(self._requests[rid] for rid in self._cancel_queue)
+        self._cancel_queue.clear()
+        return cancelled
+
+    def end_iteration(
         self,
         record: OutputRecord | None,
         batch_ran: bool,
@@ -325,7 +339,7 @@ class Engine:
         ``overlap`` is the overlap loop's own record of the iteration.
         """
         self._note_recompute_pending()
-        self._as("harness")
+        self.act_as("harness")
         self._last_step = StepRecord(
             iteration=self.iteration,
             output=record,
@@ -340,11 +354,11 @@ class Engine:
         )
         return self.snapshot()
 
-    def _ask_scheduler(
+    def schedule(
         self, errors: list[StepError], inflight: set[int] | None = None
     ) -> tuple[Lists | None, OutputRecord | None]:
         """The scheduler's lists for this pass, and the record of what it answered."""
-        self._as("scheduler")
+        self.act_as("scheduler")
         target, draft = self.kv_cache_manager, self.draft_kv_cache_manager
         # Two sets of ids rather than a pair of flags per request: ints are no work for
         # the garbage collector, and a pass over 3,000 requests made 3,000 pairs.
@@ -354,7 +368,7 @@ class Engine:
             for rid in self._requests
             if target.has_cache(rid) or (draft is not None and draft.has_cache(rid))
         }
-        lists, error = self._schedule(inflight=inflight)
+        lists, error = self._schedule_request(inflight=inflight)
         if error is not None:
             errors.append(error)
         if lists is None:
@@ -370,10 +384,13 @@ class Engine:
         )
         return lists, record
 
-    def _as(self, caller: Caller) -> None:
-        self.ledger.caller = caller
+    def act_as(self, caller: Caller) -> Caller:
+        before, self.ledger.caller = self.ledger.caller, caller
+        return before
 
-    def _schedule(self, inflight: set[int] | None = None) -> tuple[Lists | None, StepError | None]:
+    def _schedule_request(
+        self, inflight: set[int] | None = None
+    ) -> tuple[Lists | None, StepError | None]:
         """Ask the scheduler; return its four lists, or a finding.
 
         ``inflight`` is what it is told is on the device. Retiring requests (the
@@ -450,7 +467,7 @@ class Engine:
             registered_before=bool(last.facts.registered_before),
         )
 
-    def _prepare_resources(
+    def prepare_resources(
         self, context: list[Request], generation: list[Request], errors: list[StepError]
     ) -> tuple[list[Request], StepError | None]:
         """Register every context request, then ``ensure_batch``; fail what cannot register."""
@@ -466,7 +483,7 @@ class Engine:
                 failure = self._registration_failure(err)
                 assert failure is not None, "the manager records a call before it raises"
                 errors.append(failure)
-                self._end(req, "failed")
+                self.terminate_request(req, "failed")
         try:
             peft.ensure_batch(kept, generation)
         except (PeftTaskNotCachedException, LoraCacheFullException) as err:
@@ -477,7 +494,7 @@ class Engine:
             )
         return kept, None
 
-    def _scheduled_views(
+    def scheduled_views(
         self, context: list[Request], generation: list[Request]
     ) -> tuple[ScheduledView, ...]:
         peft = self.peft_cache_manager
@@ -506,12 +523,14 @@ class Engine:
             )
         return tuple(views)
 
-    def _end(self, req: Request, outcome: Outcome) -> None:
-        """Free a request everywhere (upstream ``free_resources``) and retire it."""
+    def free_request_resources(self, req: Request) -> None:
         for pool in self.pools:
             pool.free_resources(req)
         if self.peft_cache_manager is not None:
             self.peft_cache_manager.mark_request_done(req, pause=False)
+
+    def terminate_request(self, req: Request, outcome: Outcome) -> None:
+        self.free_request_resources(req)
         del self._requests[req.request_id]
         self._recompute_pending.discard(req.request_id)
         self._ended_now.append((req.request_id, outcome))

@@ -11,10 +11,11 @@ ones docs/protocol.md lists.
 Why a module of its own: the order of these steps *is* the world a scheduler
 is judged in (a teardown before or after ``prepare_resources`` decides what a
 scheduler must free itself), so it should read as upstream's loop and not be
-spread through the engine's bookkeeping. ``Engine`` keeps the world's state
-and services (asking the untrusted scheduler, ``prepare_resources``, freeing a
-request, the snapshot); the loops are its iterations and use those services
-directly, as friends.
+spread through the engine's bookkeeping. ``Engine`` keeps the world's state;
+the loops are its iterations and ask it for what they need only by the
+services ``peftlife.world.services`` names (asking the untrusted scheduler,
+``prepare_resources``, freeing a request, closing the iteration), so this
+module does not import the engine.
 
 Limits: only what a scheduler can observe is modelled. There is no sampler,
 no response queue, no pipeline parallelism and no attention DP ranks: a
@@ -29,17 +30,13 @@ scheduler sees happens in between.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import attrs
 
 from peftlife.world.immutable import copied_by_field
 from peftlife.world.output import runnable
 from peftlife.world.request import LlmRequestState, Request
+from peftlife.world.services import ExecutorServices
 from peftlife.world.snapshot import Outcome, OverlapStep, ScheduledView, Snapshot, StepError
-
-if TYPE_CHECKING:
-    from peftlife.world.engine import Engine
 
 
 @copied_by_field
@@ -65,17 +62,17 @@ class OverlapState:
 # ---- the simple loop: PyExecutor._executor_loop ----
 
 
-def simple_iteration(engine: Engine) -> Snapshot:
+def simple_iteration(engine: ExecutorServices) -> Snapshot:
     """One iteration of ``_executor_loop``: schedule, tear down and reset the
     recompute-paused requests, ``prepare_resources``, run the batch, free what
     finished. The batch runs and is read back within the iteration."""
-    engine._begin_iteration()
+    engine.begin_iteration()
     errors: list[StepError] = []
     _cancel_requests(engine, on_device=frozenset(), state=None)
 
     # _schedule -> scheduler.schedule_request (told nothing in flight)
-    pending_before = frozenset(engine._recompute_pending)
-    lists, record = engine._ask_scheduler(errors)
+    pending_before = engine.recompute_pending
+    lists, record = engine.schedule(errors)
 
     batch_ran = False
     after_prepare: tuple[ScheduledView, ...] = ()
@@ -89,35 +86,35 @@ def simple_iteration(engine: Engine) -> Snapshot:
                 _pause_recompute_paused_request(req)
         # resource_manager.prepare_resources
         generation = lists["generation"]
-        engine._as("prepare_resources")
-        context, ensure_error = engine._prepare_resources(lists["context"], generation, errors)
-        after_prepare = engine._scheduled_views(context, generation)
+        engine.act_as("prepare_resources")
+        context, ensure_error = engine.prepare_resources(lists["context"], generation, errors)
+        after_prepare = engine.scheduled_views(context, generation)
         if ensure_error is None:
             # _forward_step
-            emitting = _forward_step(context, generation, LlmRequestState.GENERATION_IN_PROGRESS)
+            emitting = _forward_step(context, generation)
             # _update_requests gives each its token; _handle_responses ->
             # _terminate_request frees each that finished, one request at a time.
-            engine._as("free_resources")
+            engine.act_as("free_resources")
             for req in emitting:
                 req.num_generated += 1
                 if req.num_generated >= req.max_new_tokens:
                     req.state = LlmRequestState.GENERATION_COMPLETE
-                    engine._end(req, "finished")
+                    engine.terminate_request(req, "finished")
             batch_ran = True
         else:
             errors.append(ensure_error)
-    return engine._end_iteration(record, batch_ran, after_prepare, errors, pending_before)
+    return engine.end_iteration(record, batch_ran, after_prepare, errors, pending_before)
 
 
 # ---- the overlap loop: PyExecutor._executor_loop_overlap ----
 
 
-def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
+def overlap_iteration(engine: ExecutorServices, state: OverlapState) -> Snapshot:
     """One iteration of ``_executor_loop_overlap``, in the nine steps of
     docs/protocol.md: batch N+1 is scheduled, prepared and launched while
     batch N (``state.batch``) is still on the device; batch N is read back
     afterwards (``_process_previous_batch``)."""
-    engine._begin_iteration()
+    engine.begin_iteration()
     errors: list[StepError] = []
     batch_n = state.batch
     in_flight = frozenset(r.request_id for r in batch_n)
@@ -125,11 +122,11 @@ def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
     _cancel_requests(engine, on_device=in_flight, state=state)
 
     # 1. _schedule -> scheduler.schedule_request(active, inflight_request_ids)
-    pending_before = frozenset(engine._recompute_pending)
+    pending_before = engine.recompute_pending
     # A retiring request was launched with its last token: it is a member of batch N.
     retiring = tuple(sorted(r.request_id for r in batch_n if r.is_generation_to_complete_state))
     told = set(in_flight) if engine.config.in_flight_told else set()
-    lists, record = engine._ask_scheduler(errors, inflight=told)
+    lists, record = engine.schedule(errors, inflight=told)
     runs = lists is not None and record is not None and runnable(record)
     context: list[Request] = []
     generation: list[Request] = []
@@ -154,11 +151,11 @@ def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
         # upstream prepares only a batch it can queue (_can_queue), so a held first
         # chunk, which has not started, is never registered there. Then the held
         # batch's generation allocations are undone and it is not launched.
-        engine._as("prepare_resources")
+        engine.act_as("prepare_resources")
         generation = lists["generation"]
         registered = [r for r in lists["context"] if not hold or r.is_started]
-        context, ensure_error = engine._prepare_resources(registered, generation, errors)
-        after_prepare = engine._scheduled_views(context, generation)
+        context, ensure_error = engine.prepare_resources(registered, generation, errors)
+        after_prepare = engine.scheduled_views(context, generation)
         if ensure_error is not None:
             errors.append(ensure_error)
         if hold:
@@ -184,13 +181,13 @@ def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
         if engine.is_live(req.request_id) and req.request_id not in ending:
             _pause_recompute_paused_request(req)
     # 7. batch N+1's context members advance (the launch's state update)
-    emitting = _forward_step(context, generation, None)
+    emitting = _launch(context, generation)
     # 8. _handle_responses -> _terminate_request for batch N's finished members,
     # after this iteration's ensure_batch
-    engine._as("free_resources")
+    engine.act_as("free_resources")
     for req, outcome in finished:
         if engine.is_live(req.request_id):
-            engine._end(req, outcome)
+            engine.terminate_request(req, outcome)
     # 9. _update_generation_requests_that_will_complete_next_iteration
     for req in generation:
         if engine.is_live(req.request_id):
@@ -205,7 +202,7 @@ def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
         retiring=retiring,
         eos=eos,
     )
-    return engine._end_iteration(
+    return engine.end_iteration(
         record, launched, after_prepare, errors, pending_before, overlap=step
     )
 
@@ -214,21 +211,20 @@ def overlap_iteration(engine: Engine, state: OverlapState) -> Snapshot:
 
 
 def _cancel_requests(
-    engine: Engine, *, on_device: frozenset[int], state: OverlapState | None
+    engine: ExecutorServices, *, on_device: frozenset[int], state: OverlapState | None
 ) -> None:
     """``_handle_canceled_requests``: free every cancelled request. One on the device
     (a member of batch N) ends at its read-back instead, so its KV stays put while
     the batch runs."""
-    engine._as("free_resources")
-    for rid in engine._cancel_queue:
-        if rid in on_device and state is not None:
-            state.end_at_read_back.setdefault(rid, "cancelled")
-        elif engine.is_live(rid):
-            engine._end(engine._requests[rid], "cancelled")
-    engine._cancel_queue.clear()
+    engine.act_as("free_resources")
+    for req in engine.take_cancellations():
+        if req.request_id in on_device and state is not None:
+            state.end_at_read_back.setdefault(req.request_id, "cancelled")
+        else:
+            engine.terminate_request(req, "cancelled")
 
 
-def _terminate_recompute_paused_request(engine: Engine, req: Request) -> None:
+def _terminate_recompute_paused_request(engine: ExecutorServices, req: Request) -> None:
     """Upstream's ``_terminate_recompute_paused_requests`` -> ``_free_request_resources``
     for one request: every resource manager's ``free_resources`` (KV in every pool; the
     PEFT wrapper's ``mark_request_done`` without pause, which terminates the adapter's
@@ -237,13 +233,9 @@ def _terminate_recompute_paused_request(engine: Engine, req: Request) -> None:
     scheduler's frees stand."""
     if engine.config.scheduler_tears_down:
         return
-    caller = engine.ledger.caller
-    engine._as("recompute_teardown")
-    for pool in engine.pools:
-        pool.free_resources(req)
-    if engine.peft_cache_manager is not None:
-        engine.peft_cache_manager.mark_request_done(req, pause=False)
-    engine._as(caller)
+    caller = engine.act_as("recompute_teardown")
+    engine.free_request_resources(req)
+    engine.act_as(caller)
 
 
 def _pause_recompute_paused_request(req: Request) -> None:
@@ -257,23 +249,40 @@ def _pause_recompute_paused_request(req: Request) -> None:
     req.context_chunk_size = req.context_len
 
 
-def _forward_step(
-    context: list[Request], generation: list[Request], generating: LlmRequestState | None
-) -> list[Request]:
-    """The batch's forward step as far as requests see it: context chunks move their
-    cursors on; a last chunk turns to ``generating`` (None: retiring if its first
-    token is its last, as the overlap loop has it). Returns the members that get a
-    token: generation, then those."""
-    emitting = list(generation)
+def _forward_step(context: list[Request], generation: list[Request]) -> list[Request]:
+    """The simple loop's ``_forward_step``, read back within the iteration: a last
+    chunk turns to ``GENERATION_IN_PROGRESS``, its token given by ``_update_requests``.
+    Returns the members that get a token: generation, then those."""
+    last_chunks = _run_context_chunks(context)
+    for req in last_chunks:
+        req.state = LlmRequestState.GENERATION_IN_PROGRESS
+    return [*generation, *last_chunks]
+
+
+def _launch(context: list[Request], generation: list[Request]) -> list[Request]:
+    """The overlap loop's ``_forward_step``, launched and read back at the next
+    iteration: a last chunk turns to retiring if its first token is its last
+    (``_update_generation_requests_that_will_complete_next_iteration``). Returns the
+    members the read-back will give a token: generation, then those."""
+    last_chunks = _run_context_chunks(context)
+    for req in last_chunks:
+        req.state = _state_before_token(req)
+    return [*generation, *last_chunks]
+
+
+def _run_context_chunks(context: list[Request]) -> list[Request]:
+    """The forward step as far as context requests see it: each chunk moves its
+    cursor on. Returns the requests whose last chunk ran, in batch order (a request
+    the list names twice runs twice)."""
+    last_chunks = []
     for req in context:
         req.context_current_position += req.context_chunk_size
         if req.context_current_position >= req.context_len:
-            req.state = _state_before_token(req) if generating is None else generating
-            emitting.append(req)
-    return emitting
+            last_chunks.append(req)
+    return last_chunks
 
 
-def _read_back(engine: Engine, state: OverlapState) -> list[tuple[Request, Outcome]]:
+def _read_back(engine: ExecutorServices, state: OverlapState) -> list[tuple[Request, Outcome]]:
     """``_process_previous_batch`` (``_update_requests``): batch N's members that emit
     get their token; returns those that end now (their count reached, an
     end-of-sequence, or a cancellation that waited for the device), with how."""
@@ -304,7 +313,7 @@ def _state_before_token(req: Request) -> LlmRequestState:
 
 
 def _kept_context(
-    engine: Engine, context: list[Request], generation: list[Request]
+    engine: ExecutorServices, context: list[Request], generation: list[Request]
 ) -> list[Request]:
     """The context requests a held batch keeps: none while generation requests run
     (``_waiting_requests``), or the first (``_cap_context_by_total_kv_len``)."""
