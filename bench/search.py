@@ -362,7 +362,7 @@ def _shrunk_against_shortest(mutant: Mutant, seed: int, max_states: int) -> _Shr
             told = "; ".join(a.describe() for a in case.actions)
             print(f"    {name}: {told}", file=sys.stderr, flush=True)
     return _Shrunk(
-        run.scenario,
+        run.scenario.name,
         len(run.actions),
         iterations,
         shortest,

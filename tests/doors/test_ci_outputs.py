@@ -210,10 +210,11 @@ def test_a_simple_loop_run_notes_nothing(tmp_path: Path) -> None:
     assert "notes" not in summary_json()
 
 
-def test_the_scenarios_not_checked_are_read_from_every_name_a_run_gives() -> None:
-    told = ",".join(n for n in shipped_names() if n != "overlap-empty")
-    assert unchecked.not_checked([told]) == []
-    assert unchecked.not_checked([",".join(shipped_names()), "nowhere.toml"]) == ["overlap-empty"]
+def test_the_scenarios_not_checked_are_read_from_every_scenario_a_run_searched() -> None:
+    told = [scenarios.load(n) for n in shipped_names() if n != "overlap-empty"]
+    assert unchecked.not_checked(told) == []
+    every = [scenarios.load(n) for n in shipped_names()]
+    assert unchecked.not_checked(every) == ["overlap-empty"]
     row = gate.GateRow(
         gate.Kind.REFERENCE,
         "reference @ overlap-empty",
@@ -232,6 +233,10 @@ def test_the_scenarios_not_checked_are_read_from_every_name_a_run_gives() -> Non
 # ---- fuzz's campaign and explore's exploration ----
 
 
+def _read(*names: str) -> tuple[scenarios.Scenario, ...]:
+    return tuple(map(scenarios.load, names))
+
+
 def _defect(move: tuple[str, ...], trace: str, written: bool = True) -> records.Defect:
     report = f"r/{trace}.json" if written else ""
     story = "peftlife counterexample: ownership_follows_residency\n..."
@@ -246,7 +251,7 @@ def _defect(move: tuple[str, ...], trace: str, written: bool = True) -> records.
 def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held() -> None:
     defects = (_defect(("suspend_request",), "1234abcd"), _defect((), "5678ef00", written=False))
     campaign = records.CampaignSummary(
-        "mutant:x", "ci", ("default", "kv-pressure"), 2, 7, 120, 3.5, 6, defects,
+        "mutant:x", "ci", _read("default", "kv-pressure"), 2, 7, 120, 3.5, 6, defects,
         crashes=("worker 1 died (exit code 3) in scenario default",),
     )  # fmt: skip
     outputs = ci.for_campaign(campaign)
@@ -295,7 +300,7 @@ def test_a_campaign_fails_a_case_per_defect_and_crash_and_passes_one_when_held()
 
 def test_a_campaign_in_a_scenario_told_nothing_in_flight_notes_that_14_was_not_checked() -> None:
     campaign = records.CampaignSummary(
-        "reference", "ci", ("default", "overlap-empty"), 1, 1, 50, 1.0, 0, ()
+        "reference", "ci", _read("default", "overlap-empty"), 1, 1, 50, 1.0, 0, ()
     )
     (note,) = json_of.of(campaign)["notes"]
     assert note.startswith(NOT_CHECKED)

@@ -29,7 +29,7 @@ from rich.console import Console
 
 from peftlife.doors import fuzz
 from peftlife.reports import Case, load_json, replay, to_json, write
-from peftlife.search import events
+from peftlife.search import events, scenarios
 from peftlife.search.database import DatabaseError, ResilientDatabase, open_database
 from peftlife.search.defect import Signature, signature
 from peftlife.search.shrink import ShrinkProgress
@@ -459,10 +459,11 @@ def test_a_campaign_that_holds_is_one_passing_junit_case_in_the_github_step_summ
 
 
 def test_slices_cover_every_scenario_and_never_repeat_a_seed() -> None:
-    plan = fuzz.Plan(MUTANT, ("a", "b", "c"), 2, "ci", 10, Path("."))
+    three = tuple(map(scenarios.load, ("default", "overlap", "kv-pressure")))
+    plan = fuzz.Plan(MUTANT, three, 2, "ci", 10, Path("."))
     slices = [plan.slice_of(w, k) for w in range(2) for k in range(6)]
     assert len({seed for _, seed in slices}) == len(slices)
-    assert {scenario for scenario, _ in slices} == {"a", "b", "c"}
+    assert {scenario for scenario, _ in slices} == set(three)
     assert [plan.worker_budget(w) for w in range(2)] == [None, None]
     seven = attrs.evolve(plan, max_examples=7)
     assert [seven.worker_budget(w) for w in range(2)] == [4, 3]
@@ -643,7 +644,8 @@ def test_a_worker_tells_how_its_shrink_goes_and_the_table_and_heartbeat_show_it(
 
     out = io.StringIO()
     console = Console(file=out, width=200, force_terminal=False)
-    campaign = fuzz.Campaign(fuzz.Plan(MUTANT, ("default",), 1, "ci", 1, tmp_path), console)
+    plan = fuzz.Plan(MUTANT, (scenarios.load("default"),), 1, "ci", 1, tmp_path)
+    campaign = fuzz.Campaign(plan, console)
     campaign.workers[0] = fuzz.WorkerState(process=None, reader=None)
     campaign._handle(pipe.sent[0])
     Console(file=out, width=200).print(campaign._progress_table())

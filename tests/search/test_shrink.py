@@ -424,7 +424,7 @@ def _stuck_then_searched(
     passes_alone = shrink.minimize(
         shrink.Trace(world, stuck),
         shrink.same_finding(load(spec), invariant),
-        admits=scenarios.admitting(scenario),
+        admits=scenarios.load(scenario).admits_case,
     )
     shrunk = minimized(LifecycleFailure(outcome.violations, Run(spec, scenario, world, stuck)))
     assert shrunk.invariant == invariant

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from peftlife.checker.invariants import Subject, Violation
 from peftlife.reports import Case, render_markdown, terminal_text, to_json
-from peftlife.search import gate, profiles, scenarios, shrink
+from peftlife.search import gate, profiles, shrink
 from peftlife.search.failure import LifecycleFailure, Run, minimized
 from peftlife.search.hunt import search
 from peftlife.search.trace import KINDS, Action, Outcome, checked_replay
@@ -119,7 +119,7 @@ def _shrink(failure: LifecycleFailure, timeout: float | None = None) -> shrink.S
     return shrink.minimize(
         shrink.Trace(run.config, run.actions),
         shrink.same_finding(factory, failure.invariant),
-        admits=scenarios.admitting(run.scenario),
+        admits=run.scenario.admits_case,
         timeout=timeout,
     )
 

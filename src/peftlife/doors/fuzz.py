@@ -52,6 +52,7 @@ from peftlife.search import defect, events, profiles, shrink
 from peftlife.search.database import ResilientDatabase, open_database
 from peftlife.search.failure import LifecycleFailure, ShrinkInterrupted, minimized
 from peftlife.search.hunt import search
+from peftlife.search.scenarios import Scenario
 from peftlife.world.words import count
 
 # Examples per slice: large enough that a slice's set-up is noise. A stop is
@@ -71,7 +72,8 @@ class Plan:
     """What one campaign searches, for how long, and where it keeps what it finds."""
 
     sut: str
-    scenarios: tuple[str, ...]
+    # As the front door read them: each worker searches these values, read once.
+    scenarios: tuple[Scenario, ...]
     workers: int
     profile: str
     seed: int
@@ -83,11 +85,14 @@ class Plan:
     max_restarts: int = MAX_RESTARTS
     shrink_timeout: float | None = shrink.DEFAULT_TIMEOUT
 
-    def slice_of(self, worker: int, k: int) -> tuple[str, int]:
+    def slice_of(self, worker: int, k: int) -> tuple[Scenario, int]:
         """The scenario and seed of a worker's k-th slice.
 
-        >>> Plan("reference", ("a", "b"), 2, "dev", 100, Path(".")).slice_of(1, 1)
-        ('a', 103)
+        >>> from peftlife.search.scenarios import load
+        >>> two = (load("default"), load("overlap"))
+        >>> scenario, seed = Plan("reference", two, 2, "dev", 100, Path(".")).slice_of(1, 1)
+        >>> scenario.name, seed
+        ('default', 103)
         """
         return self.scenarios[
             (worker + k) % len(self.scenarios)
@@ -175,7 +180,7 @@ def _search_slices(
         )
     )
     budget = plan.worker_budget(worker)
-    examples, k, replayed = 0, first_slice, set[str]()
+    examples, k, replayed = 0, first_slice, set[Scenario]()
     base = profiles.get(plan.profile)
     # The SUT, resolved once by this worker (a process of its own) for all its slices.
     subject: sut.Resolved | None = None
@@ -185,7 +190,8 @@ def _search_slices(
         if budget is not None and examples >= budget:
             break
         scenario, seed = plan.slice_of(worker, k)
-        tell(events.SliceStarted(k, scenario, seed, worker))
+        # By what loads it again: a died worker's line gives it to rerun the slice.
+        tell(events.SliceStarted(k, scenario.spec, seed, worker))
         phases = [Phase.generate] if scenario in replayed else [Phase.reuse, Phase.generate]
         replayed.add(scenario)
         size = (
@@ -215,7 +221,7 @@ def _search_slices(
                 # The claim carries the finding unshrunk: the campaign writes it, rather
                 # than nothing, should the shrink outlast the campaign.
                 found = Found.of(failure, seed, plan.profile, subject, size, result.signature)
-                out.send(Claim(found, scenario, seed, worker))
+                out.send(Claim(found, scenario.name, seed, worker))
                 answer = _answer(inbox, stop)
                 if answer is None:
                     break
@@ -236,7 +242,7 @@ def _search_slices(
         except KeyboardInterrupt:
             break
         except Exception:  # a harness bug: report it, and go on with the next slice
-            tell(events.HarnessError(scenario, seed, traceback.format_exc(), worker))
+            tell(events.HarnessError(scenario.spec, seed, traceback.format_exc(), worker))
         k += 1
     pending = len(db.pending) if isinstance(db, ResilientDatabase) else 0
     tell(events.RunDone(examples, pending, worker))
@@ -733,7 +739,8 @@ class Campaign:
         elapsed = self.elapsed
         plan = self.plan
         self.console.print(
-            f"fuzzed {plan.sut} in {', '.join(plan.scenarios)}: {count(self.examples, 'example')} "
+            f"fuzzed {plan.sut} in {', '.join(s.name for s in plan.scenarios)}: "
+            f"{count(self.examples, 'example')} "
             f"in {elapsed:.1f} s ({self.examples / max(elapsed, 1e-9):.0f}/s) on "
             f"{count(plan.workers, 'worker')}, base seed {plan.seed}: "
             f"{self._tally()}, {self._lost()}" + (" (interrupted)" if self.interrupted else "")

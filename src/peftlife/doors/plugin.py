@@ -103,12 +103,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # names work there too; adding them replaces no profile.
     profiles.register()
     # Bad input at the front door: a usage error, the command line's one line.
-    resolved = None
+    resolved, read = None, None
     try:
         if spec := _value(config, "peftlife_sut"):
             resolved = sut.resolve(spec)  # once for the session, handed to every machine
         if scenario := _value(config, "peftlife_scenario"):
-            scenarios.load(scenario)
+            read = scenarios.load(scenario)  # so is the scenario
         if profile := _value(config, "peftlife_profile"):
             profiles.get(profile)
         shrink_timeout = _shrink_timeout(config)
@@ -133,7 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session.begin(
         session.Options(
             sut=resolved,
-            scenario=_value(config, "peftlife_scenario"),
+            scenario=read,
             profile=_value(config, "peftlife_profile"),
             database=saved,
             shrink_timeout=shrink_timeout,
@@ -380,9 +380,7 @@ def peftlife_scenario(request: pytest.FixtureRequest) -> str | None:
 
 
 @pytest.fixture
-def peftlife_search(
-    peftlife_sut: str | None, peftlife_scenario: str | None
-) -> Callable[..., SearchResult]:
+def peftlife_search(peftlife_sut: str | None) -> Callable[..., SearchResult]:
     """Search as a lifecycle machine does, under peftlife's profile; raise on a finding.
 
     ``peftlife_search()`` checks ``--peftlife-sut`` (default ``reference``) in
@@ -395,7 +393,8 @@ def peftlife_search(
     ) -> SearchResult:
         result = session_search(
             sut_spec or peftlife_sut or "reference",
-            scenario or peftlife_scenario or "default",
+            # The session's scenario as read at the start, unless the test names one.
+            scenario or session.current().scenario or "default",
             seed=seed,
         )
         if result.failure is not None:
@@ -535,9 +534,8 @@ def pytest_runtest_makereport(
     outcome = reports.replay(case, _resolved(item, case.sut))
     properties = [("peftlife_invariant", failure.invariant)]
     story = reports.terminal_text(case, outcome, width=100)
-    with contextlib.suppress(scenarios.ScenarioError):  # a profile file's stem names no scenario
-        if note := scenarios.sut_note(failure.run.sut, [failure.run.scenario]):
-            story += f"\nnote: {note}"
+    if note := scenarios.sut_note(failure.run.sut, [failure.run.scenario]):
+        story += f"\nnote: {note}"
     if failure.replayed:
         properties.append(("peftlife_replayed", "met replaying the example database, no seed"))
     elif failure.seed is not None:

@@ -18,6 +18,7 @@ from peftlife.reports.finding.case import (
     ReportError,
     load_json,
     replay,
+    scenario_of,
     to_json,
     trace_hash,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "render_terminal",
     "replay",
     "report_folder",
+    "scenario_of",
     "story",
     "terminal_text",
     "to_json",

@@ -573,7 +573,7 @@ class DiffSearch:
 def find(
     sut_a: str | sut.Resolved,
     sut_b: str | sut.Resolved,
-    scenario: str,
+    scenario: scenarios.Scenario | str,
     settings: hypothesis.settings,
     *,
     ignore: Collection[str] = (),
@@ -587,32 +587,39 @@ def find(
     One supervised child runs the search and reads what each side broke, which
     the machine's class gathers there (``peftlife.search.outside``); a side that
     takes the process down is a ``scheduler_protocol`` failure instead. Each SUT is
-    resolved here, once, unless it was already (``sut.Resolved``).
+    resolved here, once, unless it was already (``sut.Resolved``), and so is the
+    scenario (``scenarios.Scenario``; a name or a path is read here).
     """
     a, b = sut.resolve(sut_a), sut.loaded(sut_b)
     died = died_result(a.spec)
+    every = isinstance(scenario, str) and scenario == scenarios.ALL
+    names = scenarios.shipped_names() if every else [scenario]
+    searched = [scenarios.resolve(s) for s in names]
     return outside.supervised_search(
-        lambda told: _find(a, b, scenario, settings, ignore, seed, told),
+        lambda told: _find(a, b, searched, settings, ignore, seed, told),
         progress,
         lambda failure, examples, seconds: DiffSearch(died(failure, examples, seconds), {}),
+        searched,
     )
 
 
 def _find(
     sut_a: sut.Resolved,
     sut_b: sut.Resolved,
-    scenario: str,
+    searched: list[scenarios.Scenario],
     settings: hypothesis.settings,
     ignore: Collection[str],
     seed: int | None,
     progress: Callable[[int, int], None] | None,
 ) -> DiffSearch:
     mixin = paired_with(sut_b.factory, ignore, sut_b.spec)
-    if scenario == scenarios.ALL:
-        result = hunt(sut_a, settings, seed=seed, progress=progress, mixin=mixin)
+    if len(searched) > 1:
+        result = hunt(
+            sut_a, settings, scenario_names=searched, seed=seed, progress=progress, mixin=mixin
+        )
     else:
         result = search(
-            sut_a, scenario, settings, seed=seed, progress=progress, shrink=False, mixin=mixin
+            sut_a, searched[0], settings, seed=seed, progress=progress, shrink=False, mixin=mixin
         )
     return DiffSearch(result, {side: frozenset(names) for side, names in mixin.broken.items()})
 
@@ -666,7 +673,7 @@ def minimized(
     found = shrink.minimize(
         shrink.Trace(run.config, run.actions),
         same_divergence(a, b, ignore),
-        admits=scenarios.admitting(run.scenario),
+        admits=run.scenario.admits_case,
         timeout=timeout,
         progress=progress,
     )

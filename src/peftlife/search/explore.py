@@ -54,7 +54,7 @@ class Exploration:
 
 def explore(
     sut_spec: str | sut.Resolved,
-    scenario: str,
+    scenario: Scenario | str,
     *,
     depth: int,
     config: EngineConfig | None = None,
@@ -71,11 +71,13 @@ def explore(
     told the count of states explored as it grows (as often as the supervising
     parent reads it), and the final count at the end. It runs under the outside
     watchdog (``peftlife.search.outside``): a scheduler that takes the process
-    down is a finding on the trace it was taking.
+    down is a finding on the trace it was taking. ``scenario`` is as the front door read
+    it, or a name or path read here.
     """
     subject = sut.loaded(sut_spec)  # here, once: the supervised child inherits it
     sut_spec = subject.spec
-    s = scenarios.for_sut(scenarios.load(scenario), sut_spec)
+    given = scenarios.resolve(scenario)
+    s = scenarios.for_sut(given, sut_spec)
     world = config if config is not None else scenarios.smallest_world(s)
 
     def dead(failure: LifecycleFailure, examples: int, seconds: float) -> Exploration:
@@ -85,9 +87,12 @@ def explore(
     # The child counts its states as examples; the parent tells ``progress`` of them.
     told = None if progress is None else (lambda states, _iterations: progress(states))
     result = outside.supervised_search(
-        lambda tick: _explore(subject, s, world, depth, alphabet, max_states, invariant, tick),
+        lambda tick: _explore(
+            subject, given, s, world, depth, alphabet, max_states, invariant, tick
+        ),
         told,
         dead,
+        [given],
     )
     if progress is not None:  # the parent reads the child's count at intervals: the last one
         progress(result.states)
@@ -96,6 +101,7 @@ def explore(
 
 def _explore(
     subject: sut.Resolved,
+    given: Scenario,
     s: Scenario,
     world: EngineConfig,
     depth: int,
@@ -105,7 +111,7 @@ def _explore(
     progress: Callable[[int, int], None] | None,
 ) -> Exploration:
     sut_spec, factory = subject.spec, subject.factory
-    outside.trying(sut_spec, s.name, world, ())
+    outside.trying(sut_spec, given, world, ())
     searched = breadth.search(
         factory,
         world,
@@ -113,7 +119,7 @@ def _explore(
         depth,
         max_states=max_states,
         invariant=invariant,
-        trying=lambda actions: outside.trying(sut_spec, s.name, world, actions),
+        trying=lambda actions: outside.trying(sut_spec, given, world, actions),
         progress=None if progress is None else (lambda states: progress(states, 0)),
     )
 
@@ -123,7 +129,7 @@ def _explore(
         outcome = checked_replay(world, actions, factory)
         # A shortest trace: nothing left to shrink.
         return LifecycleFailure(
-            outcome.violations, Run(sut_spec, s.name, world, actions), shrunk=True
+            outcome.violations, Run(sut_spec, given, world, actions), shrunk=True
         )
 
     return Exploration(
@@ -152,7 +158,7 @@ def shortest_like(
     complete exploration that finds none proves the finding shortest.
     """
     run = failure.run
-    letters = Alphabet.around(scenarios.load(run.scenario), run.config, run.actions)
+    letters = Alphabet.around(run.scenario, run.config, run.actions)
     return explore(
         run.sut,
         run.scenario,

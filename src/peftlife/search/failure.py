@@ -51,10 +51,14 @@ OWNER_STATES = 10_000
 
 @attrs.frozen
 class Run:
-    """What one example did: the SUT, the scenario, the world and the actions."""
+    """What one example did: the SUT, the scenario, the world and the actions.
+
+    The scenario is the value its search drew from, so that the shrink keeps to it
+    (a name or a path given here is read now: a library caller's).
+    """
 
     sut: str
-    scenario: str
+    scenario: scenarios.Scenario = attrs.field(converter=scenarios.resolve)
     config: EngineConfig
     actions: tuple[Action, ...]
 
@@ -189,15 +193,12 @@ def _minimized(
     progress = None if tell is None else (lambda p: tell(p.replays, p.best_actions))
     run = failure.run
     factory = sut.loaded(subject or run.sut).factory
-    # None when the name no longer loads: then every case is admitted, and no search
-    # of the world runs, having no alphabet.
-    scenario = scenarios.named(run.scenario)
     shrunk = shrink.minimize(
         shrink.Trace(run.config, run.actions),
         shrink.same_finding(factory, failure.invariant, schedule_deadline, hung=failure.hung),
-        admits=None if scenario is None else scenario.admits_case,
+        admits=run.scenario.admits_case,
         # A hung scheduler would wait out its deadline in state after state.
-        shorter=None if scenario is None or failure.hung else _searcher(scenario, failure, factory),
+        shorter=None if failure.hung else _searcher(run.scenario, failure, factory),
         timeout=timeout,
         progress=progress,
     )

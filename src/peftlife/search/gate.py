@@ -171,6 +171,14 @@ class Gate:
     def verdict(self) -> str:
         return HELD if self.ok else FAILED
 
+    @property
+    def searched(self) -> list[scenarios.Scenario]:
+        """The scenarios its rows name, read by name: the gate searches only shipped ones,
+        and a row read back from its JSON has nothing else ("-": a mutant not caught)."""
+        shipped = scenarios.shipped_names()
+        named = dict.fromkeys(row.scenario for row in self.rows)
+        return [scenarios.load(name) for name in named if name in shipped]
+
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "rows": [row.to_json() for row in self.rows]}
 

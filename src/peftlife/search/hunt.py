@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 import hypothesis
@@ -40,9 +40,14 @@ from peftlife.search.machine import (
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE
 from peftlife.world.words import count
 
+# Scenarios as a door read them, or as a library caller names them.
+Given = TypeVar("Given", scenarios.Scenario, str)
+
 
 @cache
-def lifecycle_machine(sut_spec: str = "reference", scenario: str = "default") -> type[Any]:
+def lifecycle_machine(
+    sut_spec: str = "reference", scenario: scenarios.Scenario | str = "default"
+) -> type[Any]:
     """The machine for one SUT and one scenario, with a ``TestCase`` that searches it.
 
     >>> lifecycle_machine("mutant:draft_not_suspended", "draft-pool").__name__
@@ -70,6 +75,7 @@ class SearchResult:
     """How one search of one SUT in one scenario ended."""
 
     sut: str
+    # The scenario's name (that of the one that found it, or every one's joined by commas).
     scenario: str
     # What ended the search: a broken invariant, or what a mixed-in machine
     # raises instead (``peftlife.search.diff``'s divergence); None if it held.
@@ -86,6 +92,8 @@ class SearchResult:
     # defects searched past, by signature.
     signature: defect.Signature | None = None
     hits: Counter[defect.Signature] = attrs.field(factory=Counter)
+    # The scenarios searched, as read: what the outputs ask of them (``unchecked``).
+    searched: tuple[scenarios.Scenario, ...] = ()
 
     @property
     def held(self) -> bool:
@@ -107,7 +115,7 @@ class SearchResult:
 
 def search(
     sut_spec: str | sut.Resolved,
-    scenario: str,
+    scenario: scenarios.Scenario | str,
     settings: hypothesis.settings,
     *,
     shrink: bool = True,
@@ -139,17 +147,19 @@ def search(
     one of a known defect, no shorter than its case so far, is counted in ``hits``
     while the search goes on; the first other one ends it, its signature said.
     Anything but a ``Finding`` is a bug of the harness and propagates.
-    The SUT is resolved here, once, unless it was already (``sut.Resolved``).
+    The SUT and the scenario are resolved here, once, unless they were already
+    (``sut.Resolved``, ``scenarios.Scenario``).
     """
     subject = sut.resolve(sut_spec)
+    searched = [scenarios.resolve(scenario)]
 
     def work(told: Callable[[int, int], None] | None) -> SearchResult:
-        result = _hunt(subject, settings, [scenario], seed, told, mixin, schedule_deadline, known)
+        result = _hunt(subject, settings, searched, seed, told, mixin, schedule_deadline, known)
         if result.found is not None:
             result = attrs.evolve(result, found=attrs.evolve(result.found, seed=seed))
         return result
 
-    result = outside.supervised_search(work, progress, died_result(subject.spec))
+    result = outside.supervised_search(work, progress, died_result(subject.spec), searched)
     # Shrunk here, in a supervised child of its own, so that Ctrl-C during the shrink
     # keeps its smallest case so far (``ShrinkInterrupted``).
     if shrink and result.failure is not None:
@@ -169,14 +179,23 @@ def died_result(sut_spec: str) -> Callable[[LifecycleFailure, int, float], Searc
 
     def result(failure: LifecycleFailure, examples: int, seconds: float) -> SearchResult:
         scenario = failure.run.scenario
-        return SearchResult(sut_spec, scenario, failure, examples, examples, seconds, Counter())
+        return SearchResult(
+            sut_spec,
+            scenario.name,
+            failure,
+            examples,
+            examples,
+            seconds,
+            Counter(),
+            searched=(scenario,),
+        )
 
     return result
 
 
 def _one_run(
     subject: sut.Resolved,
-    scenario: str,
+    scenario: scenarios.Scenario,
     settings: hypothesis.settings,
     seed: int | None,
     progress: Callable[[int, int], None] | None,
@@ -201,7 +220,7 @@ def _one_run(
     failure = None
     start = time.perf_counter()
     try:
-        with observe.recording(observe.path_from_env(), subject.spec, scenario):
+        with observe.recording(observe.path_from_env(), subject.spec, scenario.name):
             run_state_machine_as_test(machine, settings=run_settings)
     except Finding as found:
         failure = found
@@ -213,13 +232,14 @@ def _one_run(
     # aborted when the drain found it) or report another after it.
     return SearchResult(
         subject.spec,
-        scenario,
+        scenario.name,
         stats.first_failure or failure,
         stats.examples,
         stats.examples_to_first_failure,
         time.perf_counter() - start,
         stats.coverage,
         stats.iterations,
+        searched=(scenario,),
     )
 
 
@@ -237,7 +257,7 @@ def hunt(
     sut_spec: str | sut.Resolved,
     settings: hypothesis.settings,
     *,
-    scenario_names: Sequence[str] | None = None,
+    scenario_names: Sequence[scenarios.Scenario | str] | None = None,
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     mixin: type | None = None,
@@ -258,26 +278,31 @@ def hunt(
     the list. The result names the scenario that caught the failure;
     ``examples``, ``examples_to_find`` and ``iterations`` count every scenario's,
     and ``coverage`` adds up every slice's. ``mixin`` and ``known`` are as in ``search``.
+    ``scenario_names`` are scenarios as a front door read them, or names and paths to
+    read here.
 
     >>> from peftlife.search import profiles
     >>> hunt("mutant:no_release_on_suspend", profiles.get("ci")).held
     False
     """
-    names = by_pressure(scenario_names or scenarios.shipped_names())
+    searched = by_pressure(
+        [scenarios.resolve(s) for s in scenario_names or scenarios.shipped_names()]
+    )
     subject = sut.resolve(sut_spec)  # once, for every scenario's machine
     return outside.supervised_search(
         lambda told: _hunt(
-            subject, settings, names, seed, told, mixin, DEFAULT_SCHEDULE_DEADLINE, known
+            subject, settings, searched, seed, told, mixin, DEFAULT_SCHEDULE_DEADLINE, known
         ),
         progress,
         died_result(subject.spec),
+        searched,
     )
 
 
 def _hunt(
     subject: sut.Resolved,
     settings: hypothesis.settings,
-    names: list[str],
+    searched: list[scenarios.Scenario],
     seed: int | None,
     progress: Callable[[int, int], None] | None,
     mixin: type | None,
@@ -285,20 +310,22 @@ def _hunt(
     known: defect.Known | None = None,
 ) -> SearchResult:
     base = seed if seed is not None else (0 if settings.derandomize else secrets.randbits(32))
-    spent = dict.fromkeys(names, 0)
+    spent = dict.fromkeys(searched, 0)
     coverage: Counter[str] = Counter()
     hits: Counter[defect.Signature] = Counter()
-    done = SearchResult(subject.spec, ",".join(names), None, 0, 0, 0.0, coverage, hits=hits)
+    every = tuple(searched)
+    joined = ",".join(s.name for s in searched)
+    done = SearchResult(subject.spec, joined, None, 0, 0, 0.0, coverage, hits=hits, searched=every)
     start = time.perf_counter()
 
     def tick(slice_examples: int, slice_iterations: int) -> None:
         if progress is not None:
             progress(done.examples + slice_examples, done.iterations + slice_iterations)
 
-    def run(name: str, part: hypothesis.settings, seed_of: int | None) -> SearchResult:
+    def run(s: scenarios.Scenario, part: hypothesis.settings, seed_of: int | None) -> SearchResult:
         """One slice, added to what ran before it."""
         nonlocal done
-        result = _one_run(subject, name, part, seed_of, tick, schedule_deadline, mixin)
+        result = _one_run(subject, s, part, seed_of, tick, schedule_deadline, mixin)
         signature = None
         if known is not None and isinstance(result.found, LifecycleFailure):
             signature = _signature(result.found, subject, schedule_deadline)
@@ -306,10 +333,10 @@ def _hunt(
                 hits[signature] += 1  # counted; the search goes on past it
                 result, signature = attrs.evolve(result, found=None), None
         coverage.update(result.coverage)
-        spent[name] += result.examples
+        spent[s] += result.examples
         done = SearchResult(
             subject.spec,
-            name if result.found else done.scenario,
+            s.name if result.found else done.scenario,
             result.found,
             done.examples + result.examples,
             done.examples + (result.examples_to_find if result.found else result.examples),
@@ -318,34 +345,35 @@ def _hunt(
             done.iterations + result.iterations,
             signature,
             hits,
+            every,
         )
         return result
 
     with compat.stable_constants(), compat.digests_once():
         if settings.database is not None and Phase.reuse in settings.phases:
             saved_only = hypothesis.settings(settings, phases=[Phase.explicit, Phase.reuse])
-            for name in names:
-                if (saved := run(name, saved_only, None).found) is not None:
+            for s in searched:
+                if (saved := run(s, saved_only, None).found) is not None:
                     return attrs.evolve(done, found=attrs.evolve(saved, replayed=True))
         # Replayed once above, in runs of their own: what the database holds would
         # otherwise steer what a slice's seed generates, and a finding it gave would
         # pass for the seed's. A slice generates from its own seed alone.
         generating = [p for p in settings.phases if p != Phase.reuse]
         for turn in itertools.count():
-            open_names = [n for n in names if spent[n] < settings.max_examples]
-            if not open_names:
+            open_ones = [s for s in searched if spent[s] < settings.max_examples]
+            if not open_ones:
                 break
             # Short first slices are for meeting many scenarios soon; one has nothing to meet.
-            first = FIRST_SLICE if len(names) > 1 else SLICE
-            for name in open_names:
-                budget = min(SLICE if turn else first, settings.max_examples - spent[name])
+            first = FIRST_SLICE if len(searched) > 1 else SLICE
+            for s in open_ones:
+                budget = min(SLICE if turn else first, settings.max_examples - spent[s])
                 part = hypothesis.settings(settings, max_examples=budget, phases=generating)
-                result = run(name, part, _slice_seed(base, name, turn))
+                result = run(s, part, _slice_seed(base, s.name, turn))
                 if result.found is not None:
                     return done
                 # A slice that ran nothing (every draw rejected) must still end the turns.
-                spent[name] += result.examples == 0 and budget
-    return attrs.evolve(done, scenario=",".join(names), seconds=time.perf_counter() - start)
+                spent[s] += result.examples == 0 and budget
+    return attrs.evolve(done, scenario=joined, seconds=time.perf_counter() - start)
 
 
 def _signature(
@@ -358,8 +386,9 @@ def _signature(
     return defect.replayed_signature(failure, subject.factory, schedule_deadline)
 
 
-def by_pressure(names: Sequence[str]) -> list[str]:
-    """Scenario names in the order a hunt gives them turns: the rarest pressure first.
+def by_pressure(given: Sequence[Given]) -> list[Given]:
+    """Scenarios (values, or names) in the order a hunt gives them turns: the rarest
+    pressure first.
 
     Each kind of pressure (``pressures``: what every world of a scenario is under)
     weighs one over the number of scenarios under it: a kind few scenarios have is
@@ -373,14 +402,14 @@ def by_pressure(names: Sequence[str]) -> list[str]:
     >>> by_pressure(["default", "kv-pressure", "chunked-prefill"])
     ['kv-pressure', 'default', 'chunked-prefill']
     """
-    left = {name: pressures(scenarios.load(name)) for name in names}
+    left = {s: pressures(scenarios.resolve(s)) for s in given}
     under = Counter(kind for kinds in left.values() for kind in kinds)
 
     def weight(kinds: set[str]) -> Fraction:
         # Exact: a float sum would depend on the (hash-randomized) order of the set.
         return sum((Fraction(1, under[kind]) for kind in kinds), Fraction(0))
 
-    order: list[str] = []
+    order: list[Given] = []
     covered: set[str] = set()
     while left:
         # max() keeps the first of equals: the order given.
@@ -435,7 +464,7 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
             options = session.current()
             # The machine's SUT as its class resolved it, unless the session retargets it.
             subject = options.sut or sut.Resolved(machine.sut_spec, machine.factory)
-            scenario = options.scenario or machine.scenario_spec
+            scenario = options.scenario or machine.given
             if not scenarios.catchable(str(subject), [scenario]):
                 # A known defect this world cannot show: say why instead of passing.
                 self.skipTest(scenarios.sut_note(str(subject), [scenario]) or "")
@@ -452,7 +481,7 @@ def _test_case(machine: type[LifecycleMachine]) -> type[unittest.TestCase]:
 
 def session_search(
     sut_spec: str | sut.Resolved,
-    scenario: str,
+    scenario: scenarios.Scenario | str,
     settings: hypothesis.settings | None = None,
     *,
     seed: int | None = None,

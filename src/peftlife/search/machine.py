@@ -170,8 +170,9 @@ class SearchContext:
 
     sut_spec: str
     scenario: Scenario
-    # The scenario as it was named (a shipped name or a .toml path), for a retargeted run.
-    scenario_spec: str
+    # The scenario as it was given, before the SUT's world settings: what its findings
+    # name (their shrink puts the SUT's settings back), and what a retargeted run searches.
+    given: Scenario
     factory: SchedulerFactory
     stats: SearchStats = attrs.Factory(SearchStats)
     # Told (examples so far, iterations so far) as each example starts, for progress displays.
@@ -182,9 +183,7 @@ class SearchContext:
     @classmethod
     def of(cls, machine: type[LifecycleMachine], **search: Any) -> SearchContext:
         """A search of ``machine``'s SUT and scenario; ``search`` sets the other fields."""
-        return cls(
-            machine.sut_spec, machine.scenario, machine.scenario_spec, machine.factory, **search
-        )
+        return cls(machine.sut_spec, machine.scenario, machine.given, machine.factory, **search)
 
     @property
     def deadline(self) -> float | None:
@@ -201,7 +200,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     # What the class is for: set where ``machine_class`` makes it, never changed.
     sut_spec: ClassVar[str] = "reference"
     scenario: ClassVar[Scenario]
-    scenario_spec: ClassVar[str] = "default"
+    given: ClassVar[Scenario]
     factory: ClassVar[SchedulerFactory]
 
     def __init__(self, search: SearchContext | None = None) -> None:
@@ -231,7 +230,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         """The opening (``actions.OPENING``): the world, a burst of submits, a few moves."""
         search = self.search
         self.config = config
-        outside.begin(search.sut_spec, search.scenario.name, config)
+        outside.begin(search.sut_spec, search.given, config)
         self.engine = Engine(config, search.factory, schedule_deadline=search.deadline)
         for label in world_labels(config):
             self._label(label)
@@ -256,7 +255,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         """This example's world and actions so far."""
         assert self.config is not None
         search = self.search
-        return Run(search.sut_spec, search.scenario.name, self.config, tuple(self.actions))
+        return Run(search.sut_spec, search.given, self.config, tuple(self.actions))
 
     def _found(self, failure: F) -> F:
         """Count a finding of this example: it ends the example, and the first of a
@@ -372,13 +371,14 @@ def _rule(letter: actions.Letter) -> Callable[..., None]:
 @cache
 def machine_class(
     sut_spec: str | sut.Resolved = "reference",
-    scenario: str = "default",
+    scenario: Scenario | str = "default",
     beside: tuple[str, ...] = (),
 ) -> type[Any]:
     """The state machine class for one SUT and one scenario.
 
     ``peftlife.search.hunt`` runs it; ``lifecycle_machine`` there gives it a ``TestCase``.
-    A SUT resolved at the front door (``sut.Resolved``) is used as it is. ``beside``
+    A SUT resolved at the front door (``sut.Resolved``) is used as it is, and so is a
+    scenario it read (``scenarios.Scenario``; a name or a path is read here). ``beside``
     names SUTs run beside it on the same actions (``peftlife diff``'s B), whose world
     settings its worlds carry too.
 
@@ -389,13 +389,14 @@ def machine_class(
     resolved = sut.resolve(sut_spec)
     sut_spec, factory = resolved.spec, resolved.factory
     # Under the world settings the SUT carries (a catalogue mutant's defect lives there).
-    s = scenarios.for_sut(scenarios.load(scenario), sut_spec, *beside)
+    given = scenarios.resolve(scenario)
+    s = scenarios.for_sut(given, sut_spec, *beside)
     name = f"Lifecycle[{sut_spec} @ {s.name}]"
     body: dict[str, Any] = {
         "__qualname__": name,
         "sut_spec": sut_spec,
         "scenario": s,
-        "scenario_spec": scenario,
+        "given": given,
         "factory": staticmethod(factory),
         # Every example opens by filling the device (``actions.OPENING``).
         # (Strategies by name: mypy cannot see that none is named ``target``.)

@@ -16,13 +16,14 @@ and a kept regression test meet it again as a finding, not as a dead process.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import attrs
 
 from peftlife.checker import invariants
 from peftlife.search.failure import LifecycleFailure, Run
+from peftlife.search.scenarios import Scenario
 from peftlife.search.trace import Action, Entry, Outcome, checked_replay
 from peftlife.world import supervisor
 from peftlife.world.config import EngineConfig
@@ -40,15 +41,16 @@ _KINDS = {"hung": "scheduler_hung", "exited": "scheduler_exited", "crashed": "sc
 _UNKNOWN = -1
 
 
-def begin(sut: str, scenario: str, config: EngineConfig) -> None:
-    """A new example starts in this world."""
+def begin(sut: str, scenario: Scenario, config: EngineConfig) -> None:
+    """A new example starts in this world of ``scenario``."""
     if (stamp := supervisor.STAMP) is not None:
         stamp.begin()
         stamp.mark(0)
-        stamp.note((sut, scenario, config))
+        # Its spec, not the whole value: pickled every example (the parent has the value).
+        stamp.note((sut, scenario.spec, config))
 
 
-def trying(sut: str, scenario: str, config: EngineConfig, actions: Iterable[Action]) -> None:
+def trying(sut: str, scenario: Scenario, config: EngineConfig, actions: Iterable[Action]) -> None:
     """A run is about to do ``actions`` from a fresh world (the last of them, or its drain,
     is what may die)."""
     if (stamp := supervisor.STAMP) is not None:
@@ -78,10 +80,12 @@ def iteration(number: int) -> None:
 _HANGS: dict[tuple[str, EngineConfig, tuple[Action, ...]], tuple[int, str]] = {}
 
 
-def died(death: supervisor.Death, seconds: float) -> tuple[LifecycleFailure, int]:
+def died(death: supervisor.Death, searched: Sequence[Scenario]) -> tuple[LifecycleFailure, int]:
     """The finding a search's dead child leaves: its example up to the action that
-    died; and how many examples had started."""
-    (sut, scenario, config), *actions = death.notes
+    died, in the one of the scenarios ``searched`` it was drawn from; and how many
+    examples had started."""
+    (sut, spec, config), *actions = death.notes
+    scenario = next(s for s in searched if s.spec == spec)
     if death.mark == _UNKNOWN:  # one iteration per step, as far as the steps go
         number = sum(a.kind == "step" for a in actions)
     else:
@@ -98,13 +102,15 @@ def supervised_search(
     work: Callable[[Callable[[int, int], None] | None], T],
     progress: Callable[[int, int], None] | None,
     dead: Callable[[LifecycleFailure, int, float], T],
+    searched: Sequence[Scenario],
 ) -> T:
-    """``work(progress)`` run supervised; a death becomes ``dead(failure, examples, seconds)``."""
+    """``work(progress)`` run supervised, searching the scenarios ``searched``; a death
+    becomes ``dead(failure, examples, seconds)``."""
     start = time.perf_counter()
     try:
         return supervisor.supervised(work, progress)
     except supervisor.SchedulerDied as err:
-        failure, examples = died(err.death, time.perf_counter() - start)
+        failure, examples = died(err.death, searched)
         return dead(failure, examples, time.perf_counter() - start)
 
 

@@ -97,7 +97,9 @@ class Scenario(ExecutorKnobs):
     fail_grow: bool
     cancel: bool
     steps_per_rule: Range
-    source: str = ""
+    # The file a user's profile was read from, absolute, so that a case found in it
+    # loads it again from any folder; None for a shipped one, which its name loads.
+    path: str | None = None
     # Optional [world] keys: how chunked contexts share the token budget, and how
     # the executor tears down a recompute-paused request ("upstream": TensorRT-LLM's).
     chunking_policy: ContextChunkingPolicy | Literal["either"] = "FIRST_COME_FIRST_SERVED"
@@ -114,6 +116,15 @@ class Scenario(ExecutorKnobs):
     # py_lora_path on every LoRA request; "never": requests sent with weights only, as
     # the executor API allows, which upstream's recompute teardown can strand).
     lora_path: Literal["always", "never"] = "always"
+
+    @property
+    def spec(self) -> str:
+        """What loads this scenario again (``load``): a shipped one's name, a file's path.
+
+        >>> load("kv-pressure").spec
+        'kv-pressure'
+        """
+        return self.path or self.name
 
     @property
     def longest_request(self) -> int:
@@ -187,22 +198,6 @@ class Scenario(ExecutorKnobs):
         """Whether a case (a world and its actions) is one the scenario could generate
         (``admits_world`` and ``admits``): the shrinker keeps to such cases."""
         return self.admits_world(config) and all(map(self.admits, actions))
-
-
-def named(name: str) -> Scenario | None:
-    """The scenario a finding names, or None when that name no longer loads: a user's
-    profile read from a path, say, which a finding names by its stem."""
-    try:
-        return load(name)
-    except ScenarioError:
-        return None
-
-
-def admitting(name: str) -> Callable[[EngineConfig, Sequence[Action]], bool] | None:
-    """``Scenario.admits_case`` of the scenario a finding names, or None (admit every
-    case) when that name no longer loads (``named``)."""
-    s = named(name)
-    return None if s is None else s.admits_case
 
 
 def _switch(value: Switch) -> st.SearchStrategy[bool]:
@@ -391,13 +386,14 @@ def _within(where: str, value: int, limit: int | None) -> None:
         )
 
 
-def parse(text: str, name: str, source: str = "") -> Scenario:
-    """Read a profile's TOML text; every key is required, none unknown."""
+def parse(text: str, name: str, path: str | None = None) -> Scenario:
+    """Read a profile's TOML text; every key is required, none unknown. ``path``: the
+    file it was read from, when that is not a shipped one."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"scenario {name!r} is not valid TOML: {err}") from err
-    fields: dict[str, Any] = {"name": name, "source": source}
+    fields: dict[str, Any] = {"name": name, "path": path}
     description = data.pop("description", None)
     if not isinstance(description, str):
         raise ScenarioError(f'scenario {name!r} needs a top-level description = "..."')
@@ -526,7 +522,7 @@ def _shipped(name: str) -> Scenario:
     change, and the gate and ``--scenario all`` ask for each many times (88 parses for
     the gate's nine runs before)."""
     entry = _shipped_dir().joinpath(*f"{name}.toml".split("/"))
-    return parse(entry.read_text(encoding="utf-8"), name, f"{name}.toml")
+    return parse(entry.read_text(encoding="utf-8"), name)
 
 
 def load(name_or_path: str) -> Scenario:
@@ -561,11 +557,21 @@ def load(name_or_path: str) -> Scenario:
             raise ScenarioError(
                 f"cannot read scenario file {name_or_path!r} ({err}); give a UTF-8 .toml profile"
             ) from err
-        return parse(text, path.stem, str(path))
+        return parse(text, path.stem, str(path.resolve()))
     raise ScenarioError(
         f"unknown scenario {name_or_path!r}; use one of {', '.join(shipped_names())}, "
         f"a group ({', '.join(GROUPS)}) or a path to a .toml profile"
     )
+
+
+def resolve(scenario: Scenario | str) -> Scenario:
+    """``scenario`` as a front door read it, or a name or path read now (``load``): a
+    library caller's string. Doors read each scenario once and hand the value down.
+
+    >>> resolve(load("overlap")) is resolve("overlap")
+    True
+    """
+    return scenario if isinstance(scenario, Scenario) else load(scenario)
 
 
 # ---- the world a SUT is searched in ----
@@ -606,8 +612,8 @@ def shared_world(sut_specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple((key, value) for key, (value, _) in merged.items())
 
 
-def sut_note(sut_spec: str, names: list[str]) -> str | None:
-    """The line a door says when searching ``sut_spec`` in the scenarios ``names`` is
+def sut_note(sut_spec: str, searched: Sequence[Scenario | str]) -> str | None:
+    """The line a door says when searching ``sut_spec`` in the scenarios ``searched`` is
     not what those scenarios say: the world settings its defect lives in replace
     theirs, or none of them can catch it. None when there is nothing to say.
 
@@ -620,14 +626,14 @@ teardown: running kv-pressure with recompute_teardown = scheduler_only
     world = sut.world_of(sut_spec)
     if not world.world and not world.needs:
         return None
-    loaded = [load(name) for name in names]
+    loaded = [resolve(s) for s in searched]
     changed = [s.name for s in loaded if not _has(s, world.world)]
     if changed:
         every = len(changed) == len(loaded) > 1
         where = "every scenario" if every else ", ".join(changed)
         return f"{world.lives}: running {where} with {_settings(world.world)}"
-    if not catchable(sut_spec, names):
-        where = ", ".join(names)
+    if not catchable(sut_spec, loaded):
+        where = ", ".join(s.name for s in loaded)
         has = _settings(tuple((key, getattr(loaded[0], key)) for key, _ in world.needs))
         others = ", ".join(n for n in shipped_names() if _has(load(n), world.needs))
         return (
@@ -637,14 +643,15 @@ teardown: running kv-pressure with recompute_teardown = scheduler_only
     return None
 
 
-def catchable(sut_spec: str, names: list[str]) -> bool:
-    """Whether some scenario of ``names`` has the world settings the SUT needs to be caught.
+def catchable(sut_spec: str, searched: Sequence[Scenario | str]) -> bool:
+    """Whether some scenario of ``searched`` has the world settings the SUT needs to be
+    caught.
 
     >>> catchable("mutant:evicts_inflight", ["default"]), catchable("reference", ["default"])
     (False, True)
     """
     needs = sut.world_of(sut_spec).needs
-    return not needs or any(_has(load(name), needs) for name in names)
+    return not needs or any(_has(resolve(s), needs) for s in searched)
 
 
 def _has(s: Scenario, settings: tuple[tuple[str, str], ...]) -> bool:

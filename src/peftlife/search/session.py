@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from peftlife import sut as sut_module
 from peftlife.search.shrink import DEFAULT_TIMEOUT, ShrinkProgress
+
+if TYPE_CHECKING:
+    from peftlife.search.scenarios import Scenario
 
 
 @attrs.frozen
@@ -26,7 +29,8 @@ class Options:
 
     # A SUT string, or as the front door resolved it once for the session.
     sut: str | sut_module.Resolved | None = None
-    scenario: str | None = None
+    # A scenario's name or path, or as the front door read it once for the session.
+    scenario: Scenario | str | None = None
     profile: str | None = None
     # An example database (Hypothesis's), opened once for the session.
     database: object = None

@@ -56,6 +56,7 @@ from peftlife.doors.outputs.story import (
 from peftlife.search import defect, events, profiles
 from peftlife.search.failure import ShrinkInterrupted, minimized
 from peftlife.search.hunt import SearchResult, hunt, search
+from peftlife.search.scenarios import Scenario
 from peftlife.search.shrink import HUNG_DEADLINE
 from peftlife.world.words import count
 
@@ -150,7 +151,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if checked[-1].interrupted:
             break
     if not args.quiet:
-        note_unchecked([c.run.scenario for c in checked if c.run.finding is None], console)
+        held = [s for c in checked if c.run.finding is None for s in c.run.searched]
+        note_unchecked(held, console)
     rerun = rerun_command(args)
     replayed = [c.replay for c in checked if c.replay]
     if replayed and len(subjects) == 1:
@@ -170,7 +172,7 @@ def _check(
     args: argparse.Namespace,
     console: Console,
     subject: sut.Resolved,
-    names: list[str],
+    names: list[Scenario],
     searching: hypothesis.settings,
     known: frozenset[baseline.Known],
 ) -> list[_Checked]:
@@ -239,7 +241,7 @@ def _search(
     args: argparse.Namespace,
     console: Console,
     subject: sut.Resolved,
-    names: list[str],
+    names: list[Scenario],
     searching: hypothesis.settings,
     past: defect.Known | None,
 ) -> tuple[SearchResult, bool, bool]:

@@ -112,19 +112,22 @@ def usable(table: config.Config) -> None:
         raise BadInput(f"{where} scenario: {err}") from err
 
 
-def searched(words: Sequence[str]) -> list[str]:
-    """The scenarios ``--scenario`` words name (groups spelt out), each read once.
+def searched(words: Sequence[str]) -> list[scenarios.Scenario]:
+    """The scenarios ``--scenario`` words name (groups spelt out), each read once, here:
+    the command hands the values down to its search, shrink and outputs.
 
-    >>> searched(["kv-pressure", "overlap-loop"])[:2]
+    >>> [s.name for s in searched(["kv-pressure", "overlap-loop"])][:2]
     ['kv-pressure', 'overlap']
     """
-    names = scenarios.expand(words)
+    return [read(name) for name in scenarios.expand(words)]
+
+
+def read(name_or_path: str) -> scenarios.Scenario:
+    """One scenario a command searches, read; bad input when it does not read."""
     try:
-        for name in names:
-            scenarios.load(name)
+        return scenarios.load(name_or_path)
     except scenarios.ScenarioError as err:
         raise BadInput(str(err)) from err
-    return names
 
 
 def scenario_words(words: Sequence[str]) -> str:
@@ -232,30 +235,27 @@ def budget(settings: hypothesis.settings, searching: int) -> int:
     return settings.max_examples * searching
 
 
-def validate(sut_spec: str, scenario: str | None = None) -> sut.Resolved:
-    """The SUT imports and is wired (its factory builds a scheduler); the scenario reads.
+def validate(sut_spec: str) -> sut.Resolved:
+    """The SUT imports and is wired (its factory builds a scheduler).
 
     The SUT comes back resolved: the command hands it down to its search, shrink,
     replays and reports, so that it is loaded once (``sut.Resolved``).
     """
     try:
-        resolved = sut.resolve(sut_spec)
-        if scenario is not None:
-            scenarios.load(scenario)
-    except (sut.SUTError, scenarios.ScenarioError) as err:
+        return sut.resolve(sut_spec)
+    except sut.SUTError as err:
         raise BadInput(str(err)) from err
-    return resolved
 
 
 def note_sut_world(
-    sut_spec: str, names: list[str], console: Console, *, both: bool = False
+    sut_spec: str, searched: list[scenarios.Scenario], console: Console, *, both: bool = False
 ) -> None:
     """Say, before searching, where the SUT's world is not its scenarios' (a catalogue
     mutant carries the world its defect lives in) or where it cannot be caught.
 
     ``both``: ``diff``'s two schedulers run in that world alike, and the note says so.
     """
-    if note := scenarios.sut_note(sut_spec, names):
+    if note := scenarios.sut_note(sut_spec, searched):
         console.print(f"note: {note}{' (for A and B alike)' if both else ''}", soft_wrap=True)
 
 

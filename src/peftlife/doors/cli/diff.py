@@ -29,6 +29,7 @@ from peftlife.doors.cli.common import (
     max_examples_option,
     note_sut_world,
     outputs_writable,
+    read,
     rerun_words,
     seeded,
     settings,
@@ -84,9 +85,9 @@ def add_parser(command: NewCommand) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     args.scenario = _one_scenario(args.scenario)
     every = args.scenario == ALL_SCENARIOS
-    sut_a = validate(args.a, "default" if every else args.scenario)
+    sut_a = validate(args.a)
     sut_b = validate(args.b)
-    names = scenarios.shipped_names() if every else [args.scenario]
+    searched = [read(n) for n in (scenarios.shipped_names() if every else [args.scenario])]
     try:  # one world for both: each side's defect lives where it carries it
         scenarios.shared_world([args.a, args.b])
     except scenarios.ScenarioError as err:
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     outputs_writable(args)
     if not args.quiet:
         for side in dict.fromkeys([args.a, args.b]):
-            note_sut_world(side, names, console, both=True)
+            note_sut_world(side, searched, console, both=True)
     report_dir = Path(args.report_dir)
     searching = settings(args.profile, args.max_examples, args.database, report_dir)
     searching = seeded(searching, args.seed, args.database)
@@ -103,11 +104,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     replay = Replay(args.seed, rerun_command(args))
     ignore = tuple(dict.fromkeys(args.ignore))
     label = f"diff {args.a} against {args.b} in {args.scenario}"
-    with progress(console, label, budget(searching, len(names)), show=not args.quiet) as emit:
+    with progress(console, label, budget(searching, len(searched)), show=not args.quiet) as emit:
         found = diff.find(
             sut_a,
             sut_b,
-            args.scenario,
+            args.scenario if every else searched[0],
             searching,
             ignore=ignore,
             seed=args.seed,
@@ -149,15 +150,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 console.print(f"note: {line}")
         outputs.write(outputs.for_diff(summary), targets(args))
         return EXIT_HELD
+    assert found.divergence is not None  # what was shrunk
+    where_found = found.divergence.run.scenario
     case = reports.Case(
         args.a,
-        result.scenario,
+        where_found.name,
         shrunk.config,
         shrunk.actions,
         seed=args.seed,
         profile=args.profile,
         examples=result.examples_to_find,
         shrink_note=shrunk.shrink.note,
+        scenario_path=where_found.path,
     )
     dcase = diff_reports.DiffCase(case, args.b, ignore)
     outcome = shrunk.outcome

@@ -28,6 +28,7 @@ from peftlife.doors.cli.common import (
     note_sut_world,
     outputs_writable,
     positive,
+    read,
     single,
     targets,
     teller,
@@ -89,18 +90,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
             case = reports.load_json(Path(args.world))
         except reports.ReportError as err:
             raise BadInput(str(err)) from err
-        config, scenario = case.config, scenario or case.scenario
-    scenario = scenario or "default"
+        config = case.config
+        if scenario is None:  # the case's own, read again where it says
+            scenario = case.scenario_path or case.scenario
+    given = read(scenario or "default")
     if args.invariant is not None and args.invariant not in registry.BY_NAME:
         raise BadInput(
             f"unknown invariant {args.invariant!r}; `peftlife invariants` lists the names"
         )
-    subject = validate(spec, scenario)
+    subject = validate(spec)
     outputs_writable(args)
-    s = scenarios.for_sut(scenarios.load(scenario), spec)
+    s = scenarios.for_sut(given, spec)
+    scenario = given.name
     world = config or scenarios.smallest_world(s)
     if config is None and not args.quiet:
-        note_sut_world(spec, [scenario], console)
+        note_sut_world(spec, [given], console)
     prompts = _lengths("--prompt-lens", args.prompt_lens)
     output_lens = _lengths("--max-new-tokens", args.max_new_tokens)
     letters = Alphabet.of(s, world, prompts, output_lens)
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     with progress(console, label, args.max_states, show=not args.quiet, unit="states") as emit:
         result = explore(
             subject,
-            scenario,
+            given,
             depth=args.depth,
             config=world,
             alphabet=letters,

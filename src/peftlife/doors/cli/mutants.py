@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.print(table.verdict)
     if seed is not None:
         console.print(f"seed {seed}: rerun with {rerun_command(args.profile, seed)}")
-    note_unchecked((row.scenario for row in table.rows), console)
+    note_unchecked(table.searched, console)
     if args.json:
         path = Path(args.json)
         try:

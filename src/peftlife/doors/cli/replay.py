@@ -24,6 +24,7 @@ from peftlife.doors.cli.common import (
     single,
     validate,
 )
+from peftlife.search.scenarios import ScenarioError
 
 
 def add_parser(command: NewCommand) -> None:
@@ -52,6 +53,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             case = reports.load_json(Path(path))
         except reports.ReportError as err:
             raise BadInput(str(err)) from err
+        try:  # a user's scenario file it names must still read, as its search's did
+            reports.scenario_of(case)
+        except ScenarioError as err:
+            raise BadInput(f"{path}: {err}") from err
         spec = instead or case.sut
         if spec not in resolved:
             resolved[spec] = validate(spec)

@@ -157,7 +157,7 @@ def campaign_cases(summary: CampaignSummary) -> tuple[JunitCase, ...]:
         for n, crash in enumerate(summary.crashes, 1)
     ]
     if not cases:
-        name = summary.scenarios[0] if len(summary.scenarios) == 1 else "all"
+        name = summary.scenarios[0].name if len(summary.scenarios) == 1 else "all"
         properties: Properties = (("peftlife_examples", str(summary.examples)),)
         properties += (("peftlife_seed", str(summary.seed)),)
         if summary.rerun:

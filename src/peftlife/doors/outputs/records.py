@@ -18,6 +18,7 @@ import attrs
 from peftlife import reports
 from peftlife.doors.outputs.unchecked import note
 from peftlife.search.machine import COVERAGE_LABELS, unreached
+from peftlife.search.scenarios import Scenario
 from peftlife.world.words import count
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class ScenarioRun:
     seconds: float
     coverage: dict[str, int]
     finding: Finding | None = None
+    # The scenarios it searched, as read (none for a run read back from a summary).
+    searched: tuple[Scenario, ...] = ()
 
     @classmethod
     def of(cls, result: Any, budget: int, finding: Finding | None = None) -> ScenarioRun:
@@ -81,6 +84,7 @@ class ScenarioRun:
             round(result.seconds, 2),
             dict(Counter(result.coverage)),
             finding,
+            result.searched,
         )
 
     @property
@@ -126,8 +130,7 @@ class RunSummary:
     def notes(self, told: bool = False) -> list[str]:
         """What it did not check; ``told``: a finding's report, which says it of its own
         scenario (its world line), goes with it."""
-        searched = [r.scenario for r in self.runs if not (told and r.finding)]
-        said = note(searched)
+        said = note(s for r in self.runs if not (told and r.finding) for s in r.searched)
         return [] if said is None else [said]
 
 
@@ -202,7 +205,7 @@ class CampaignSummary:
 
     sut: str
     profile: str
-    scenarios: tuple[str, ...]
+    scenarios: tuple[Scenario, ...]
     workers: int
     seed: int
     examples: int

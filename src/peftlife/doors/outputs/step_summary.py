@@ -84,7 +84,7 @@ def gate_table(table: gate.Gate, profile: str) -> str:
     title = f"peftlife mutants: {'passed' if table.ok else 'FAILED'} ({profile} profile)"
     cells = [row.cells() for row in table.rows]
     markdown = table_markdown(title, gate.HEADER, cells) + f"\n{table.verdict}\n"
-    if said := note(row.scenario for row in table.rows):
+    if said := note(table.searched):
         markdown += f"\n- note: {said}\n"
     return markdown
 
@@ -92,7 +92,7 @@ def gate_table(table: gate.Gate, profile: str) -> str:
 def campaign(s: CampaignSummary) -> str:
     """A row per defect, then the campaign's totals."""
     title = f"peftlife fuzz: {'passed' if s.ok else 'FAILED'} ({s.profile} profile)"
-    where = ", ".join(f"`{name}`" for name in s.scenarios)
+    where = ", ".join(f"`{searched.name}`" for searched in s.scenarios)
     line = (
         f"`{s.sut}` in {where}: {count(s.examples, 'example')} in {s.seconds:.1f} s on "
         f"{count(s.workers, 'worker')}, base seed {s.seed}"

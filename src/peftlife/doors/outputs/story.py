@@ -21,6 +21,7 @@ from peftlife.doors.outputs.unchecked import note
 from peftlife.reports import divergence as diff_reports
 from peftlife.search import diff
 from peftlife.search.hunt import SearchResult
+from peftlife.search.scenarios import Scenario
 from peftlife.world.words import count
 
 
@@ -116,8 +117,8 @@ def warn_unreached(result: SearchResult, console: Console) -> None:
         )
 
 
-def note_unchecked(scenarios: Iterable[str], console: Console) -> None:
+def note_unchecked(searched: Iterable[Scenario], console: Console) -> None:
     """Say once that invariant 14 went unchecked, if a scenario searched tells the
     scheduler nothing in flight (a finding's story says it of its own world)."""
-    if said := note(scenarios):
+    if said := note(searched):
         console.print(f"note: {said}")

@@ -109,7 +109,7 @@ def _campaign(s: CampaignSummary) -> dict[str, Any]:
         "profile": s.profile,
         "ok": s.ok,
         "sut": s.sut,
-        "scenarios": list(s.scenarios),
+        "scenarios": [searched.name for searched in s.scenarios],
         "workers": s.workers,
         "seed": s.seed,
         **({"rerun": s.rerun} if s.rerun else {}),

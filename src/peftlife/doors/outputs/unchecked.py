@@ -11,41 +11,38 @@ from collections.abc import Iterable, Sequence
 
 from peftlife.checker import registry
 from peftlife.search import scenarios
+from peftlife.search.scenarios import Scenario
 
 
-def not_checked(names: Iterable[str]) -> list[str]:
-    """Of the scenarios searched (a hunt's run names them joined by commas), those whose
-    worlds leave an invariant they could break not checked (``registry.not_checked``).
+def not_checked(searched: Iterable[Scenario]) -> list[str]:
+    """Of the scenarios searched, the names of those whose worlds leave an invariant
+    they could break not checked (``registry.not_checked``).
 
-    >>> not_checked(["default", "overlap,overlap-empty"])
+    >>> not_checked(map(scenarios.load, ["default", "overlap", "overlap-empty"]))
     ['overlap-empty']
     """
-    return list(dict.fromkeys(name for where in _unchecked(names).values() for name in where))
+    return list(dict.fromkeys(name for where in _unchecked(searched).values() for name in where))
 
 
-def _unchecked(names: Iterable[str]) -> dict[registry.Invariant, list[str]]:
+def _unchecked(searched: Iterable[Scenario]) -> dict[registry.Invariant, list[str]]:
     """Each invariant some scenario searched leaves not checked, with those scenarios."""
     found: dict[registry.Invariant, list[str]] = {}
-    for name in (n for joined in names for n in joined.split(",") if n):
-        try:
-            world = scenarios.smallest_world(scenarios.load(name))
-        except (ValueError, OSError):
-            continue  # a scenario that does not read was never searched
+    for s in searched:
         # Its executor's knobs are the same in every world it draws: one tells.
-        for invariant in registry.not_checked(world):
-            if name not in found.setdefault(invariant, []):
-                found[invariant].append(name)
+        for invariant in registry.not_checked(scenarios.smallest_world(s)):
+            if s.name not in found.setdefault(invariant, []):
+                found[invariant].append(s.name)
     return found
 
 
-def note(names: Iterable[str]) -> str | None:
+def note(searched: Iterable[Scenario]) -> str | None:
     """The one sentence a command's output and summary carry when it searched a scenario
     that leaves an invariant not checked; None when it searched none.
 
-    >>> note(["default"]) is None
+    >>> note([scenarios.load("default")]) is None
     True
     """
-    notes = [not_checked_note(i, where) for i, where in _unchecked(names).items()]
+    notes = [not_checked_note(i, where) for i, where in _unchecked(searched).items()]
     return "; ".join(notes) or None
 
 

@@ -91,6 +91,7 @@ def to_json(dcase: DiffCase, outcome: PairOutcome) -> dict[str, Any]:
         "sut_b": dcase.b,
         "ignore": list(dcase.ignore),
         "scenario": case.scenario,
+        **({"scenario_path": case.scenario_path} if case.scenario_path else {}),
         "seed": case.seed,
         "profile": case.profile,
         "examples": case.examples,
@@ -123,7 +124,16 @@ def from_json(data: Any) -> DiffCase:
             "regenerate it with "
             "this version of peftlife diff"
         )
-    keys = ("scenario", "seed", "profile", "config", "actions", "examples", "shrink_note")
+    keys = (
+        "scenario",
+        "scenario_path",
+        "seed",
+        "profile",
+        "config",
+        "actions",
+        "examples",
+        "shrink_note",
+    )
     case = Case.from_json(
         {"schema_version": CASE_VERSION, "sut": data.get("sut_a")}
         | {k: data[k] for k in keys if k in data}

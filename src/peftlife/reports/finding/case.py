@@ -18,7 +18,7 @@ import attrs
 from peftlife import sut as sut_module
 from peftlife.checker.drain import drain_premise_broken
 from peftlife.reports.format import plain
-from peftlife.search import outside
+from peftlife.search import outside, scenarios
 from peftlife.search.failure import LifecycleFailure
 from peftlife.search.scenarios import LIMITS
 from peftlife.search.trace import REQUEST_KINDS, Action, Entry, Outcome
@@ -33,6 +33,7 @@ __all__ = [
     "ReportError",
     "load_json",
     "replay",
+    "scenario_of",
     "to_json",
     "trace_hash",
 ]
@@ -66,6 +67,9 @@ class Case:
     # Why the shrink of this case stopped early (its time cap, say), else None:
     # like ``examples``, a fact about how it was found.
     shrink_note: str | None = attrs.field(default=None, eq=False)
+    # The absolute path of the user's scenario file it was found in (``scenario`` is
+    # then that file's stem); None for a shipped scenario, which its name loads.
+    scenario_path: str | None = None
 
     @classmethod
     def from_failure(
@@ -83,8 +87,9 @@ class Case:
         if failure.died:
             note = _died_note(failure)
         shrunk = failure.shrunk if shrunk is None else shrunk
+        s = run.scenario
         return cls(
-            run.sut, run.scenario, run.config, run.actions, seed, profile, examples, shrunk, note
+            run.sut, s.name, run.config, run.actions, seed, profile, examples, shrunk, note, s.path
         )
 
     @classmethod
@@ -117,6 +122,9 @@ class Case:
         note = data.get("shrink_note")
         if note is not None and not isinstance(note, str):
             raise ReportError(f"shrink_note must be a string or null, not {note!r:.60}")
+        path = data.get("scenario_path")
+        if path is not None:
+            _text(path, "scenario_path")
         return cls(
             sut=_text(_required(data, "sut", str), "sut"),
             scenario=_text(_required(data, "scenario", str), "scenario"),
@@ -127,7 +135,29 @@ class Case:
             examples=examples,
             shrunk=shrunk,
             shrink_note=note,
+            scenario_path=path,
         )
+
+
+def scenario_of(case: Case) -> scenarios.Scenario | None:
+    """The scenario a case was found in, read again: a user's file from its path (a
+    ``ScenarioError`` when it is gone), a shipped one by its name; None for a case
+    written before cases recorded a file's path, which names the file by its stem.
+
+    >>> scenario_of(Case("reference", "kv-pressure", EngineConfig(), ())).name
+    'kv-pressure'
+    """
+    if (path := case.scenario_path) is not None:
+        if not Path(path).is_file():
+            raise scenarios.ScenarioError(
+                f"its scenario file {path} does not exist: put the file back there, or set "
+                "the report's scenario_path to where it is now"
+            )
+        return scenarios.load(path)
+    try:
+        return scenarios.load(case.scenario)
+    except scenarios.ScenarioError:
+        return None
 
 
 # ---- reading a report's JSON ----
@@ -137,6 +167,7 @@ _TOP_LEVEL: tuple[str, ...] = (
     "schema_version",
     "sut",
     "scenario",
+    "scenario_path",
     "seed",
     "profile",
     "config",
@@ -305,6 +336,8 @@ def to_json(case: Case, outcome: Outcome) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "sut": case.sut,
         "scenario": case.scenario,
+        # Only a user's file says where it is: a shipped scenario's report reads as it has.
+        **({"scenario_path": case.scenario_path} if case.scenario_path else {}),
         "seed": case.seed,
         "profile": case.profile,
         "examples": case.examples,
