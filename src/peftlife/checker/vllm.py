@@ -2,8 +2,9 @@
 
 Pure functions of the steps the vLLM driver read back from the real scheduler
 and its real ``KVCacheManager`` / ``BlockPool`` (as plain values: a checker
-imports no SUT). Each finding is one line naming the step, the invariant and
-the request or block. The numbers are those of docs/engines.md: translated
+imports no SUT). Each finding is a ``Violation`` record: the step, the
+invariant's name (``INVARIANTS``, each with its source) and a message naming
+the request or block; its text is one line. The numbers are those of docs/engines.md: translated
 peftlife invariants keep theirs, the vLLM ones are V1 to V5. A contract of
 vLLM's, stated at the level it promises rather than by re-running its code,
 names its source (vLLM file, function, releases) in its docstring.
@@ -28,6 +29,68 @@ RESTATED = {
         "Scheduler.schedule's `if not preempted_reqs` before the waiting loop"
     ),
 }
+
+
+# Each invariant's name -> where vLLM states the contract it checks (file, function, releases).
+INVARIANTS = {
+    "V1 max_loras_cap": f"restated: vllm/v1/core/sched/scheduler.py {RESTATED['V1 max_loras_cap']}",
+    "V2 adapter_in_gpu_slot": (
+        "vllm/lora/worker_manager.py LRUCacheWorkerLoRAManager._apply_adapters, "
+        "vllm/lora/model_manager.py LRUCacheLoRAModelManager.activate_adapter (0.33.0, 0.34.0)"
+    ),
+    "V3 prefix_hit_within_identity": (
+        "vllm/v1/core/kv_cache_utils.py generate_block_hash_extra_keys, "
+        "vllm/v1/core/kv_cache_manager.py KVCacheManager.get_computed_blocks (0.33.0, 0.34.0)"
+    ),
+    "V4 preempted_means_empty": (
+        "vllm/v1/core/sched/scheduler.py Scheduler._preempt_request: "
+        "kv_cache_manager.free (0.33.0, 0.34.0)"
+    ),
+    "V4 ended_means_empty": (
+        "vllm/v1/core/sched/scheduler.py Scheduler._free_request / finish_requests: "
+        "kv_cache_manager.free (0.33.0, 0.34.0)"
+    ),
+    "V5 no_admission_in_a_preempting_step": (
+        f"restated: vllm/v1/core/sched/scheduler.py "
+        f"{RESTATED['V5 no_admission_in_a_preempting_step']}"
+    ),
+    "V6 raised_in_vllm": (
+        "vllm/v1/engine/core.py EngineCore.run_busy_loop: an exception in the step "
+        "function kills the engine core (EngineDeadError)"
+    ),
+    "7 scheduled_owned_and_resident": (
+        "vllm/v1/core/kv_cache_manager.py KVCacheManager.allocate_slots: blocks for every "
+        "computed token (0.33.0, 0.34.0)"
+    ),
+    "10 pages_conserved": (
+        "vllm/v1/core/block_pool.py BlockPool (ref_cnt, free_block_queue, null_block), "
+        "0.33.0 and 0.34.0"
+    ),
+    "16 dead_stay_dead": (
+        "vllm/v1/core/sched/scheduler.py Scheduler.update_from_output / _free_request: "
+        "a finished request leaves self.requests"
+    ),
+}
+
+
+@attrs.frozen
+class Violation:
+    """One broken rule at one step: the invariant, what qualifies it, and what broke.
+
+    >>> str(Violation(3, "V4 preempted_means_empty", "a holds 2 block(s)"))
+    'step 3: V4 preempted_means_empty: a holds 2 block(s)'
+    >>> str(Violation(1, "10 pages_conserved", "block 2 ...", "after schedule()"))
+    'step 1: 10 pages_conserved after schedule(): block 2 ...'
+    """
+
+    step: int
+    invariant: str  # a key of INVARIANTS
+    message: str
+    qualifier: str = ""  # when in the step ("after schedule()"), or that it restates vLLM
+
+    def __str__(self) -> str:
+        qualified = f"{self.invariant} {self.qualifier}" if self.qualifier else self.invariant
+        return f"step {self.step}: {qualified}: {self.message}"
 
 
 class Pool(Protocol):
@@ -128,8 +191,12 @@ class Limits:
     block_size: int
 
 
+V2 = "V2 adapter_in_gpu_slot"
+V3 = "V3 prefix_hit_within_identity"
+
+
 def _restated(name: str) -> str:
-    return f"{name} (restates vLLM's {RESTATED[name]})"
+    return f"(restates vLLM's {RESTATED[name]})"
 
 
 def conservation(pool: Pool) -> Iterator[str]:
@@ -159,40 +226,50 @@ def conservation(pool: Pool) -> Iterator[str]:
         yield (f"{pool.num_free} free + {len(held)} held + 1 null != {pool.num_blocks} blocks")
 
 
-def _pool_findings(i: int, when: str, pool: Pool, live: frozenset[str]) -> Iterator[str]:
+def _pool_findings(i: int, when: str, pool: Pool, live: frozenset[str]) -> Iterator[Violation]:
     for line in conservation(pool):
-        yield f"step {i}: 10 pages_conserved {when}: {line}"
+        yield Violation(i, "10 pages_conserved", line, when)
     for rid, blocks in sorted(pool.holders.items()):
         if blocks and rid not in live:
-            yield (
-                f"step {i}: V4 ended_means_empty {when}: {rid} has ended (finished or aborted) "
-                f"and holds {len(blocks)} block(s)"
+            yield Violation(
+                i,
+                "V4 ended_means_empty",
+                f"{rid} has ended (finished or aborted) and holds {len(blocks)} block(s)",
+                when,
             )
 
 
-def _step_findings(i: int, step: Step, limits: Limits) -> Iterator[str]:
+def _step_findings(i: int, step: Step, limits: Limits) -> Iterator[Violation]:
     if len(step.running_adapters) > limits.adapter_slots:
-        yield (
-            f"step {i}: {_restated('V1 max_loras_cap')}: adapters "
-            f"{sorted(step.running_adapters)} are running, max_loras is {limits.adapter_slots}"
+        name = "V1 max_loras_cap"
+        yield Violation(
+            i,
+            name,
+            f"adapters {sorted(step.running_adapters)} are running, "
+            f"max_loras is {limits.adapter_slots}",
+            _restated(name),
         )
     if step.preempted and (step.new or step.resumed):
-        yield (
-            f"step {i}: {_restated('V5 no_admission_in_a_preempting_step')}: preempted "
-            f"{list(step.preempted)} and admitted {list(step.new + step.resumed)}"
+        name = "V5 no_admission_in_a_preempting_step"
+        yield Violation(
+            i,
+            name,
+            f"preempted {list(step.preempted)} and admitted {list(step.new + step.resumed)}",
+            _restated(name),
         )
     for rid in step.preempted:
         if step.pool.holders.get(rid):
             held = len(step.pool.holders[rid])
-            yield f"step {i}: V4 preempted_means_empty: {rid} holds {held} block(s)"
+            yield Violation(i, "V4 preempted_means_empty", f"{rid} holds {held} block(s)")
         if rid in step.tokens:
-            yield f"step {i}: V4 preempted_means_empty: {rid} is scheduled in the step"
+            yield Violation(i, "V4 preempted_means_empty", f"{rid} is scheduled in the step")
     for rid, computed in step.computed.items():
         room = len(step.pool.holders.get(rid, ())) * limits.block_size
         if room < computed:
-            yield (
-                f"step {i}: 7 scheduled_owned_and_resident: {rid} is scheduled up to token "
-                f"{computed} with blocks for {room}"
+            yield Violation(
+                i,
+                "7 scheduled_owned_and_resident",
+                f"{rid} is scheduled up to token {computed} with blocks for {room}",
             )
     yield from _pool_findings(i, "after schedule()", step.pool, step.live)
     yield from _pool_findings(i, "after the output", step.pool_after, step.live_after)
@@ -200,7 +277,7 @@ def _step_findings(i: int, step: Step, limits: Limits) -> Iterator[str]:
 
 def prefix_hits_keep_identity(
     i: int, events: Sequence[CacheEvent], filled_by: dict[int, Hashable]
-) -> Iterator[str]:
+) -> Iterator[Violation]:
     """V3 ``prefix_hit_within_identity``: a prefix-cache hit never crosses an identity.
 
     Source: vLLM 0.33.0 and 0.34.0, ``vllm/v1/core/kv_cache_utils.py``
@@ -220,7 +297,7 @@ def prefix_hits_keep_identity(
     >>> record = {}
     >>> fill = E(kind="fill", request_id="a", identity="sql", blocks=(1, 2))
     >>> hit = E(kind="hit", request_id="b", identity="chat", blocks=(1,))
-    >>> list(prefix_hits_keep_identity(3, [fill, hit], record))
+    >>> [str(v) for v in prefix_hits_keep_identity(3, [fill, hit], record)]
     ['step 3: V3 prefix_hit_within_identity: b (chat) hit block 1, filled by sql']
     """
     for event in events:
@@ -228,19 +305,14 @@ def prefix_hits_keep_identity(
             filled_by.update(dict.fromkeys(event.blocks, event.identity))
             continue
         for block in event.blocks:
+            who = f"{event.request_id} ({event.identity}) hit block {block}"
             if block not in filled_by:
-                yield (
-                    f"step {i}: V3 prefix_hit_within_identity: {event.request_id} "
-                    f"({event.identity}) hit block {block}, which no request filled"
-                )
+                yield Violation(i, V3, f"{who}, which no request filled")
             elif filled_by[block] != event.identity:
-                yield (
-                    f"step {i}: V3 prefix_hit_within_identity: {event.request_id} "
-                    f"({event.identity}) hit block {block}, filled by {filled_by[block]}"
-                )
+                yield Violation(i, V3, f"{who}, filled by {filled_by[block]}")
 
 
-def adapters_in_gpu_slots(i: int, step: Step) -> Iterator[str]:
+def adapters_in_gpu_slots(i: int, step: Step) -> Iterator[Violation]:
     """V2 ``adapter_in_gpu_slot``: every adapter a scheduled token needs is in a GPU slot.
 
     Source: vLLM 0.33.0 and 0.34.0, ``vllm/lora/worker_manager.py``
@@ -259,7 +331,7 @@ def adapters_in_gpu_slots(i: int, step: Step) -> Iterator[str]:
     >>> sql = S(adapter_name="sql", adapter_id=1, adapter_path="/sql")
     >>> state = S(slots=(2, None), names={2: ("chat", "/chat")}, versions={2: 1})
     >>> step = S(needed={"a": sql}, slots=state, raised=None, weights={})
-    >>> print(*adapters_in_gpu_slots(4, step))  # doctest: +NORMALIZE_WHITESPACE
+    >>> print(*map(str, adapters_in_gpu_slots(4, step)))  # doctest: +NORMALIZE_WHITESPACE
     step 4: V2 adapter_in_gpu_slot: a runs under sql (id 1),
     which is in no GPU slot of (2, None)
     """
@@ -270,33 +342,61 @@ def adapters_in_gpu_slots(i: int, step: Step) -> Iterator[str]:
         lora_id = adapter.adapter_id or 0
         files = (adapter.adapter_name or "", adapter.adapter_path or "")
         newest = step.weights.get(files, 1)  # the weight loader's first version
-        who = f"step {i}: V2 adapter_in_gpu_slot: {rid} runs under {files[0]} (id {lora_id})"
+        who = f"{rid} runs under {files[0]} (id {lora_id})"
         if lora_id not in state.slots:
-            yield f"{who}, which is in no GPU slot of {state.slots}"
+            yield Violation(i, V2, f"{who}, which is in no GPU slot of {state.slots}")
         elif state.names.get(lora_id) != files:
-            yield f"{who}, whose slot holds {state.names.get(lora_id)}"
+            yield Violation(i, V2, f"{who}, whose slot holds {state.names.get(lora_id)}")
         elif state.versions.get(lora_id) != newest:
             held = state.versions.get(lora_id)
-            yield f"{who}, whose slot holds weight version {held}, not {newest}"
+            yield Violation(i, V2, f"{who}, whose slot holds weight version {held}, not {newest}")
+
+
+class Checker:
+    """The checks of one run, step by step: what a prefix hit and a rescheduled
+    request are judged against (the blocks' fillers, the requests ended) is kept
+    between steps.
+
+    >>> Checker(Limits(adapter_slots=1, block_size=4)).steps
+    0
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.steps = 0
+        self.ended: set[str] = set()
+        self.filled_by: dict[int, Hashable] = {}
+
+    def check(self, step: Step) -> list[Violation]:
+        """Every rule the next step broke, in order; empty when it held."""
+        i = self.steps
+        self.steps += 1
+        found = list(_step_findings(i, step, self.limits))
+        found.extend(prefix_hits_keep_identity(i, step.cache_events, self.filled_by))
+        found.extend(adapters_in_gpu_slots(i, step))
+        if step.raised is not None:
+            found.append(Violation(i, "V6 raised_in_vllm", step.raised))
+        # A step reports the requests the previous step's output ended.
+        self.ended.update(step.finished)
+        for rid in sorted(self.ended & set(step.tokens)):
+            found.append(Violation(i, "16 dead_stay_dead", f"{rid} ended and is scheduled again"))
+        return found
+
+
+def violations(steps: Sequence[Step], limits: Limits) -> list[Violation]:
+    """Every broken rule of ``steps``, in order; empty when the run held.
+
+    >>> violations([], Limits(adapter_slots=1, block_size=4))
+    []
+    """
+    checker = Checker(limits)
+    return [v for step in steps for v in checker.check(step)]
 
 
 def findings(steps: Sequence[Step], limits: Limits) -> list[str]:
-    """Every broken rule of ``steps``, in order; empty when the run held.
+    """``violations`` as lines of text.
 
     >>> findings([], Limits(adapter_slots=1, block_size=4))
     []
     """
-    found: list[str] = []
-    ended: set[str] = set()
-    filled_by: dict[int, Hashable] = {}
-    for i, step in enumerate(steps):
-        found.extend(_step_findings(i, step, limits))
-        found.extend(prefix_hits_keep_identity(i, step.cache_events, filled_by))
-        found.extend(adapters_in_gpu_slots(i, step))
-        if step.raised is not None:
-            found.append(f"step {i}: V6 raised_in_vllm: {step.raised}")
-        # A step reports the requests the previous step's output ended.
-        ended.update(step.finished)
-        for rid in sorted(ended & set(step.tokens)):
-            found.append(f"step {i}: 16 dead_stay_dead: {rid} ended and is scheduled again")
-    return found
+    return [str(v) for v in violations(steps, limits)]

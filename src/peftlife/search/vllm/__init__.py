@@ -1,0 +1,1 @@
+"""vLLM's world for the search: its scenarios, its state machine and its search."""
