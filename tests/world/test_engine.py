@@ -760,8 +760,9 @@ def test_a_step_copies_each_adapters_owners_a_fixed_number_of_times(
     monkeypatch.setattr(peft, "active_requests", counted)
     snap = step(engine)
     assert snap.step is not None and len(snap.step.after_prepare) == batch
-    # One for the scheduled views, one for the snapshot.
-    assert copies == [1, 1]
+    # One for the scheduled views; the snapshot keeps its adapter views, since a step of
+    # owners that stay owners (and of adapters already in use) moves no ownership.
+    assert copies == [1]
 
 
 # ---- submit validation ----

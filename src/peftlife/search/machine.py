@@ -212,6 +212,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.search = search if search is not None else SearchContext.of(type(self))
         self.engine: Engine | None = None
         self.config: EngineConfig | None = None
+        # The world's checks, looked up once when it is built.
+        self.check: Callable[[Snapshot], list[Violation]] | None = None
         self.actions: list[Action] = []
         self.suspended: set[int] = set()
         self.failed = False
@@ -232,6 +234,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.config = config
         outside.begin(search.sut_spec, search.given, config)
         self.engine = Engine(config, search.factory, schedule_deadline=search.deadline)
+        self.check = registry.checker(self.engine.config)
         for label in world_labels(config):
             self._label(label)
         search.stats.examples += 1
@@ -313,8 +316,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         errors = snapshot.step.errors if snapshot.step else ()
         if any(e.kind == "scheduler_hung" for e in errors):
             self.hung = self.search.stats.hung = True
-        assert self.engine is not None
-        return registry.check(snapshot, self.engine.config)
+        assert self.check is not None
+        return self.check(snapshot)
 
     def teardown(self) -> None:
         # Hypothesis tears down after a failing rule too: a drain then would

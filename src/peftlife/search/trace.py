@@ -15,7 +15,7 @@ import attrs
 
 from peftlife.checker.drain import drain
 from peftlife.checker.invariants import Violation
-from peftlife.checker.registry import check
+from peftlife.checker.registry import checker
 from peftlife.world.config import EngineConfig
 from peftlife.world.engine import DEFAULT_SCHEDULE_DEADLINE, Engine
 from peftlife.world.fields import InvalidField, boolean, one_of, whole
@@ -199,6 +199,7 @@ def checked_replay(
     scheduler takes the process down at the next).
     """
     engine = Engine(config, factory, schedule_deadline=schedule_deadline)
+    check = checker(config)
     entries: list[Entry] = []
     for index, action in enumerate(actions):
         snapshot = apply(engine, action)
@@ -207,7 +208,7 @@ def checked_replay(
         entries.append(Entry(index, snapshot))
         if journal is not None:
             journal(entries[-1])
-        violations = check(snapshot, config)
+        violations = check(snapshot)
         if violations:
             return Outcome(tuple(entries), tuple(violations), "step")
     if journal is None:
@@ -217,7 +218,7 @@ def checked_replay(
 
         def checked(snapshot: Snapshot) -> list[Violation]:
             told(Entry(None, snapshot))
-            return check(snapshot, config)
+            return check(snapshot)
 
         result = drain(engine, checker=checked)
     entries.extend(Entry(None, s) for s in result.snapshots)

@@ -122,11 +122,14 @@ class LoraCache:
 
         Entries evicted before a failure stay evicted, as upstream.
         """
-        self.changes += 1
         entry = self._entries.get(task_id)
         if entry is not None:
-            entry.in_use = True
+            # Claiming an entry in use changes nothing shown: every batch claims its adapters.
+            if not entry.in_use:
+                self.changes += 1
+                entry.in_use = True
             return
+        self.changes += 1
         while self.num_free_pages < pages:
             done = [(e.done_seq, t) for t, e in self._entries.items() if not e.in_use]
             if not done:
@@ -223,9 +226,9 @@ class PeftCacheManager:
 
         Returns whether the device and the host copy were released (marked done).
         """
-        self._ownership_changes += 1
         active = self._active.setdefault(task_id, set())
         paused = self._paused.setdefault(task_id, set())
+        held_before = request_id in active, request_id in paused
         released = (False, False)
         if not terminate:
             active.add(request_id)
@@ -243,6 +246,9 @@ class PeftCacheManager:
                     self.device_cache.mark_done(task_id),
                     not paused and self.host_cache.mark_done(task_id),
                 )
+        # Counted only when ownership moved: a registration of an owner changes nothing.
+        if (request_id in active, request_id in paused) != held_before:
+            self._ownership_changes += 1
         # Empty sets are dropped so that snapshots compare equal whatever the history.
         if not active:
             del self._active[task_id]
