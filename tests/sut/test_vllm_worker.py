@@ -109,7 +109,7 @@ def test_the_check_fires_on_a_slot_table_without_the_adapter(checkout: Checkout)
     step = driver.step()
     assert step.slots is not None and list(adapters_in_gpu_slots(0, step)) == []
     moved = attrs.evolve(step, slots=attrs.evolve(step.slots, slots=(None,)))
-    assert list(adapters_in_gpu_slots(0, moved)) == [
+    assert [str(v) for v in adapters_in_gpu_slots(0, moved)] == [
         "step 0: V2 adapter_in_gpu_slot: a runs under adapter-1 (id 1), which is in no GPU slot "
         "of (None,)"
     ]
@@ -139,7 +139,7 @@ def test_reload_lora_in_place_bumps_the_weights_the_next_step_runs(checkout: Che
     assert _found(steps, driver.config) == []
     # Read against weights newer than its slot's, the check fires.
     stale = attrs.evolve(steps[1], weights={("adapter-1", "/adapters/1"): 3})
-    assert "whose slot holds weight version 2, not 3" in next(adapters_in_gpu_slots(1, stale))
+    assert "whose slot holds weight version 2, not 3" in str(next(adapters_in_gpu_slots(1, stale)))
 
 
 def test_remove_lora_empties_its_slot_and_a_later_step_reads_it_again(checkout: Checkout) -> None:
