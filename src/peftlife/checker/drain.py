@@ -154,17 +154,12 @@ def drain(
     violations: list[Violation] = []
     steps = stall = 0
     while engine.live_requests and steps < bound:
-        snap = engine.step()
+        snap, stall, violations = _pass(engine, checker, stall, binds)
         steps += 1
-        stall = stall + 1 if stalled(snap) else 0
         snapshots.append(snap)
-        violations = checker(snap)
         if unreadable is not None:
             violations = kept([_unreadable(unreadable, snap.iteration), *violations])
             unreadable = None
-        if binds and upstream_raised(snap) is not None:
-            violations = _deadlock(engine, snap, violations)
-            break
         if violations:
             break
         if stateless and binds:
@@ -210,19 +205,16 @@ def _past_the_bound(
     """
     extra = 0
     snap = None
+    violations: list[Violation] = []
     while 0 < stall < DEADLOCK_STALL_ITERS and engine.live_requests:
-        snap = engine.step()
+        snap, stall, violations = _pass(engine, checker, stall, binds=True)
         extra += 1
-        stall = stall + 1 if stalled(snap) else 0
-        violations = checker(snap)
-        if upstream_raised(snap) is not None:
-            snapshots.append(snap)
-            return _deadlock(engine, snap, violations)
         if violations:
-            snapshots.append(snap)
-            return violations
+            break
     if snap is not None:
         snapshots.append(snap)
+    if violations:
+        return violations
     if not engine.live_requests:
         return []
     passes = count(bound + extra, "iteration")
@@ -237,12 +229,24 @@ def _past_the_bound(
     return [_undrained(engine, why)]
 
 
-def _deadlock(engine: Engine, snap: Snapshot, violations: list[Violation]) -> list[Violation]:
-    """The scheduler raised upstream's deadlock error: the executor stops, as upstream's."""
-    error = upstream_raised(snap)
-    assert error is not None
-    others = [v for v in violations if v.invariant != "scheduler_protocol"]
-    return kept([_undrained(engine, f"{executor_stops()} ({error.message})"), *others])
+def _pass(
+    engine: Engine, checker: Callable[[Snapshot], list[Violation]], stall: int, binds: bool
+) -> tuple[Snapshot, int, list[Violation]]:
+    """One drain pass: its snapshot, the stalled passes in a row after it, its violations.
+
+    Where the drain binds, a pass whose scheduler raised upstream's deadlock error
+    is that error's finding (the executor stops, as upstream's), in place of the
+    ``scheduler_protocol`` finding the raise would otherwise be.
+    """
+    snap = engine.step()
+    stall = stall + 1 if stalled(snap) else 0
+    violations = checker(snap)
+    error = upstream_raised(snap) if binds else None
+    if error is not None:
+        others = [v for v in violations if v.invariant != "scheduler_protocol"]
+        stops = _undrained(engine, f"{executor_stops()} ({error.message})")
+        violations = kept([stops, *others])
+    return snap, stall, violations
 
 
 def _unreadable(error: StepError, iteration: int) -> Violation:
