@@ -16,8 +16,8 @@ from typing import Any
 import attrs
 
 from peftlife import sut as sut_module
+from peftlife.reports.finding.case import CASE_KEYS, Case, ReportError, trace_hash
 from peftlife.reports.finding.case import SCHEMA_VERSION as CASE_VERSION
-from peftlife.reports.finding.case import Case, ReportError, trace_hash
 from peftlife.reports.format import plain
 from peftlife.search import diff
 from peftlife.search.diff import PairOutcome
@@ -124,19 +124,9 @@ def from_json(data: Any) -> DiffCase:
             "regenerate it with "
             "this version of peftlife diff"
         )
-    keys = (
-        "scenario",
-        "scenario_path",
-        "seed",
-        "profile",
-        "config",
-        "actions",
-        "examples",
-        "shrink_note",
-    )
     case = Case.from_json(
         {"schema_version": CASE_VERSION, "sut": data.get("sut_a")}
-        | {k: data[k] for k in keys if k in data}
+        | {k: data[k] for k in CASE_KEYS if k in data}
     )
     other, ignore = data.get("sut_b"), data.get("ignore", [])
     if not isinstance(other, str) or not other:

@@ -162,10 +162,8 @@ def scenario_of(case: Case) -> scenarios.Scenario | None:
 
 # ---- reading a report's JSON ----
 
-# Written by ``to_json``: what a replay reads, then the story it is not read back from.
-_TOP_LEVEL: tuple[str, ...] = (
-    "schema_version",
-    "sut",
+# What a case is replayed in besides its SUT and schema: a diff report carries them too.
+CASE_KEYS: tuple[str, ...] = (
     "scenario",
     "scenario_path",
     "seed",
@@ -173,9 +171,10 @@ _TOP_LEVEL: tuple[str, ...] = (
     "config",
     "actions",
     "examples",
-    "shrunk",
     "shrink_note",
 )
+# Written by ``to_json``: what a replay reads, then the story it is not read back from.
+_TOP_LEVEL = ("schema_version", "sut", *CASE_KEYS, "shrunk")
 _TOP_LEVEL += ("during", "violation", "violations", "steps")
 _ACTION_KEYS = tuple(f.name for f in attrs.fields(Action))
 _CONFIG_KEYS = tuple(f.name for f in attrs.fields(EngineConfig))
