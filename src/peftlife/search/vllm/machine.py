@@ -120,12 +120,8 @@ def describe_step(i: int, step: Step, num_blocks: int) -> str:
 
 
 def machine_class(subject: VllmSut, scenario: VllmScenario) -> type[RuleBasedStateMachine]:
-    """The machine searching ``subject`` in ``scenario``, with a tally of its own.
-
-    >>> from pathlib import Path; import peftlife.search.vllm.scenarios as s
-    >>> machine_class(VllmSut("vllm:X", None), s.get("vllm-default")).__name__  # doctest: +SKIP
-    'VllmLifecycle[vllm:X @ vllm-default]'
-    """
+    """The machine searching ``subject`` in ``scenario``, with a tally of its own
+    (``tests/search/test_vllm_machine.py`` runs it on two releases)."""
     s = scenario
     adapter = st.integers(1, s.adapters)
     pick = st.integers(0, 63)  # a live request, by its index among them
