@@ -16,6 +16,8 @@ from hypothesis import Phase, settings
 from tests.sut.test_vllm import checkout
 from tests.sut.test_vllm_worker import MAX_LORAS_SKIP
 
+from peftlife.checker import vllm
+from peftlife.checker.vllm import INVARIANTS
 from peftlife.search.vllm.run import VllmResult, search
 from peftlife.sut.adapters.vllm import Checkout
 from peftlife.sut.adapters.vllm.named import VllmSut
@@ -44,6 +46,7 @@ def test_dropping_the_max_loras_skip_is_found_by_search(checkout: Checkout, scen
     result = _search(VllmSut("vllm:patched", patched), scenario)
     assert result.finding is not None
     assert result.finding.invariant == "V1 max_loras_cap"
+    assert result.finding.invariant in INVARIANTS
     assert result.examples_to_find is not None and result.examples_to_find <= EXAMPLES
 
 
@@ -55,8 +58,15 @@ def test_a_raise_inside_vllms_slot_code_is_a_finding_naming_vllms_line(
     result = _search(VllmSut("vllm:unpatched", checkout), "vllm-default")
     assert result.finding is not None
     assert result.finding.invariant == "V6 raised_in_vllm"
+    assert result.finding.invariant in INVARIANTS
     message = result.finding.violations[0].message
     assert re.search(r"the slot manager raised \w+Error: .* at vllm/[\w/]+\.py:\d+ in ", message)
     story = result.finding.story
     assert story[0].startswith("engine: num_gpu_blocks=")
     assert any(line.startswith("pin_lora ") for line in story)
+
+
+def test_every_rule_the_machine_and_checks_name_has_its_source() -> None:
+    named = {vllm.V2, vllm.V3, vllm.V6, vllm.DRAINED, *vllm.RESTATED}
+    assert named <= set(vllm.INVARIANTS)
+    assert all(vllm.INVARIANTS[name].startswith(("vllm/", "restated: vllm/")) for name in named)

@@ -70,6 +70,10 @@ INVARIANTS = {
         "vllm/v1/core/sched/scheduler.py Scheduler.update_from_output / _free_request: "
         "a finished request leaves self.requests"
     ),
+    "12 every_request_ends": (
+        "vllm/v1/request.py RequestStatus.is_finished: with arrivals stopped, every request "
+        "reaches a finished status within the drain's bound of steps (0.33.0, 0.34.0)"
+    ),
 }
 
 
@@ -193,6 +197,8 @@ class Limits:
 
 V2 = "V2 adapter_in_gpu_slot"
 V3 = "V3 prefix_hit_within_identity"
+V6 = "V6 raised_in_vllm"
+DRAINED = "12 every_request_ends"
 
 
 def _restated(name: str) -> str:
@@ -375,7 +381,7 @@ class Checker:
         found.extend(prefix_hits_keep_identity(i, step.cache_events, self.filled_by))
         found.extend(adapters_in_gpu_slots(i, step))
         if step.raised is not None:
-            found.append(Violation(i, "V6 raised_in_vllm", step.raised))
+            found.append(Violation(i, V6, step.raised))
         # A step reports the requests the previous step's output ended.
         self.ended.update(step.finished)
         for rid in sorted(self.ended & set(step.tokens)):

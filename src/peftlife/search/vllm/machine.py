@@ -26,7 +26,8 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from peftlife.checker.vllm import Checker, Limits, Violation
+from peftlife.checker.vllm import DRAINED, Checker, Limits, Violation
+from peftlife.checker.vllm import V6 as RAISED
 from peftlife.search.vllm.scenarios import VllmScenario
 from peftlife.sut.adapters.vllm import Driver, Step, TinyConfig
 from peftlife.sut.adapters.vllm.named import VllmSut
@@ -36,8 +37,6 @@ from peftlife.sut.adapters.vllm.slots import SlotsRaised, raised_at
 # each request at most 24 tokens, a 4-stage pipeline recomputing after preemptions)
 # drains in well under this; more means a request that never ends.
 DRAIN_STEPS = 400
-DRAINED = "12 every_request_ends"
-RAISED = "V6 raised_in_vllm"
 FAMILIES = (0, 100)  # first tokens of the two prompt families: same family, shared prefix
 SALTS = (None, "salt-a")
 
