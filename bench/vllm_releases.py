@@ -30,7 +30,7 @@ import attrs
 from bench import write_section
 from peftlife.checker.vllm import Limits, findings
 from peftlife.sut.adapters.vllm import Checkout, CheckoutError
-from peftlife.sut.adapters.vllm.release import COMPLETE, release_files
+from peftlife.sut.adapters.vllm.release import COMPLETE, cache_dir, release_files
 from peftlife.sut.adapters.vllm.slots import Slots, SlotsRaised
 from peftlife.sut.adapters.vllm.sweep import SEEDS, Undrained, run_workload
 
@@ -92,10 +92,6 @@ class Row:
         return f"| {self.release} | {slots} | {loads} | {steps} | {self.checks} | {seconds} |"
 
 
-def _cache() -> Path:
-    return Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
-
-
 def sweep(checkout: Checkout, seeds: range) -> tuple[int, str]:
     """The sweep's steps and its first finding ("held" if none); a sweep that raises or does
     not drain stops at that workload, which is its finding."""
@@ -143,7 +139,7 @@ def slots_work(files: Path) -> str:
 
 def row(release: str, seeds: range, slots_only: bool = False) -> Row:
     """One release's line of the matrix; a release that cannot be had or loaded says why."""
-    cache = _cache()
+    cache = cache_dir()
     if os.environ.get("PEFTLIFE_OFFLINE") and not (cache / f"vllm-{release}" / COMPLETE).is_file():
         return Row(release, f"not in {cache} and PEFTLIFE_OFFLINE is set")
     try:

@@ -17,7 +17,7 @@ import pytest
 
 from peftlife.checker.vllm import Limits, conservation, findings
 from peftlife.sut.adapters.vllm import Checkout, CheckoutError, Driver, TinyConfig
-from peftlife.sut.adapters.vllm.release import COMPLETE, release_files
+from peftlife.sut.adapters.vllm.release import COMPLETE, cache_dir, release_files
 from peftlife.sut.adapters.vllm.sweep import SEEDS, run, run_workload, workload
 
 __all__ = ["SEEDS", "checkout", "prompt", "workload"]  # test_vllm_loop.py's
@@ -29,7 +29,7 @@ def _release(version: str) -> Path:
     given = os.environ.get("PEFTLIFE_VLLM_CHECKOUT")
     if given:
         return Path(given).expanduser()
-    cache = Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
+    cache = cache_dir()
     if os.environ.get("PEFTLIFE_OFFLINE") and not (cache / f"vllm-{version}" / COMPLETE).is_file():
         pytest.skip(f"vllm=={version} is not in {cache} and PEFTLIFE_OFFLINE is set")
     return release_files(version, cache)

@@ -26,7 +26,7 @@ import pytest
 
 from peftlife.sut.adapters.vllm import CheckoutError
 from peftlife.sut.adapters.vllm import slots as slot_table
-from peftlife.sut.adapters.vllm.release import COMPLETE, release_files
+from peftlife.sut.adapters.vllm.release import COMPLETE, cache_dir, release_files
 from peftlife.sut.adapters.vllm.releases import parse
 from peftlife.sut.adapters.vllm.slots import INPUT_BATCH, LORA_STATE, Release, Slots, SlotsRaised
 
@@ -39,12 +39,8 @@ def _first(row: Release) -> str:
     return ".".join(map(str, row.first))
 
 
-def _cache() -> Path:
-    return Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
-
-
 def _cached(version: str) -> bool:
-    return (_cache() / f"vllm-{version}" / COMPLETE).is_file()
+    return (cache_dir() / f"vllm-{version}" / COMPLETE).is_file()
 
 
 # The releases the slot tests step: those fetched, and each row's first where cached.
@@ -52,7 +48,7 @@ RELEASES = tuple(sorted({*FETCHED, *filter(_cached, map(_first, slot_table.RELEA
 
 
 def _folder(version: str) -> Path:
-    cache = _cache()
+    cache = cache_dir()
     if version not in FETCHED and not _cached(version):
         pytest.skip(
             f"vllm=={version} is not in {cache} and the tests fetch only {', '.join(FETCHED)}: "

@@ -24,7 +24,7 @@ from peftlife.sut.adapters.upstream import CheckoutError, package_locations
 from peftlife.sut.adapters.upstream.release import COMPLETE
 from peftlife.sut.adapters.vllm import releases
 from peftlife.sut.adapters.vllm.checkout import SCHEDULER_FILE, Checkout
-from peftlife.sut.adapters.vllm.release import release_files
+from peftlife.sut.adapters.vllm.release import cache_dir, release_files
 
 PREFIX = "vllm:"
 POINT_AT = "point at a checkout or an unpacked vllm package instead, vllm:PATH"
@@ -39,11 +39,6 @@ class VllmSut:
 
     def __str__(self) -> str:
         return self.spec
-
-
-def cache_dir() -> Path:
-    """Where fetched releases are kept: ``$PEFTLIFE_CACHE``, else ``~/.cache/peftlife``."""
-    return Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
 
 
 def resolve(spec: str) -> VllmSut:

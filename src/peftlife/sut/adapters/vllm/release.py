@@ -6,12 +6,22 @@ The fetch and its ``RECORD`` check are the upstream kit's
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from peftlife.sut.adapters.upstream import release
 from peftlife.sut.adapters.upstream.release import COMPLETE, DOWNLOAD_SECONDS
 
-__all__ = ["COMPLETE", "release_files"]
+__all__ = ["COMPLETE", "cache_dir", "release_files"]
+
+
+def cache_dir() -> Path:
+    """Where fetched releases are kept: ``$PEFTLIFE_CACHE``, else ``~/.cache/peftlife``.
+
+    >>> os.environ.get("PEFTLIFE_CACHE") is not None or cache_dir().name == "peftlife"
+    True
+    """
+    return Path(os.environ.get("PEFTLIFE_CACHE", Path.home() / ".cache" / "peftlife"))
 
 
 def release_files(version: str, cache: Path, timeout: float = DOWNLOAD_SECONDS) -> Path:
