@@ -18,6 +18,7 @@ from tests.sut.test_vllm_worker import MAX_LORAS_SKIP
 
 from peftlife.checker import vllm
 from peftlife.checker.vllm import INVARIANTS
+from peftlife.search.vllm import scenarios
 from peftlife.search.vllm.run import VllmResult, search
 from peftlife.sut.adapters.vllm import Checkout
 from peftlife.sut.adapters.vllm.named import VllmSut
@@ -38,9 +39,7 @@ def _search(subject: VllmSut, scenario: str) -> VllmResult:
     return search(subject, scenario, generate_only)
 
 
-# In vllm-adapter-slots the release's own raise under operator pins (the next test)
-# comes first, patched or not.
-@pytest.mark.parametrize("scenario", ["vllm-default", "vllm-kv-pressure"])
+@pytest.mark.parametrize("scenario", sorted(scenarios.SCENARIOS))
 def test_dropping_the_max_loras_skip_is_found_by_search(checkout: Checkout, scenario: str) -> None:
     patched = Checkout(checkout.path, {"v1/core/sched/scheduler.py": [(MAX_LORAS_SKIP, "False")]})
     result = _search(VllmSut("vllm:patched", patched), scenario)

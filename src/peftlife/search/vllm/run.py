@@ -16,6 +16,7 @@ import hypothesis
 from hypothesis import Verbosity
 from hypothesis.stateful import run_state_machine_as_test
 
+from peftlife.search import compat
 from peftlife.search.vllm import scenarios
 from peftlife.search.vllm.machine import VllmFinding, machine_class
 from peftlife.sut.adapters.vllm.named import VllmSut
@@ -57,10 +58,12 @@ def search(
         machine = hypothesis.seed(seed)(machine)
     start = time.perf_counter()
     finding = None
-    try:
-        run_state_machine_as_test(machine, settings=run_settings)
-    except VllmFinding as found:
-        finding = found
+    # Constants mined from loaded modules would make the draws depend on what was imported.
+    with compat.stable_constants():
+        try:
+            run_state_machine_as_test(machine, settings=run_settings)
+        except VllmFinding as found:
+            finding = found
     tally = machine.tally
     return VllmResult(
         subject.spec,
